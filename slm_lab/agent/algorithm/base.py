@@ -1,0 +1,155 @@
+"""Mechanics every algorithm shares: acting, memory, optimizing, schedules, state.
+
+An algorithm subclass says what differs: which nets it builds (`init_nets`), how it turns a
+batch into a loss (`train`), and the memory size it needs.
+"""
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from slm_lab.agent.memory.onpolicy import MEMORIES
+from slm_lab.env import VecEnv
+from slm_lab.lib.schedule import VarScheduler
+from slm_lab.lib.util import warn_rate_limited
+
+
+class Algorithm:
+    """Base: `act` a vector of observations, `update` with the transitions that followed."""
+
+    discrete_only = False
+
+    def __init__(self, agent_spec: dict[str, Any], env: VecEnv, device: torch.device) -> None:
+        self.spec = agent_spec
+        self.algorithm_spec: dict[str, Any] = agent_spec["algorithm"]
+        self.net_spec: dict[str, Any] = agent_spec.get("net") or {}
+        self.memory_spec: dict[str, Any] | None = agent_spec.get("memory")
+        self.env = env
+        self.clock = env.clock
+        self.device = device
+        self.eval_mode = False
+        self.gamma = float(self.algorithm_spec.get("gamma", 0.99))
+        self.action_policy = self.algorithm_spec.get("action_policy", "default")
+        self.explore_var = VarScheduler(self.algorithm_spec.get("explore_var_spec"))
+        self.obs_shape = env.observation_space.shape
+        self.discrete = env.is_discrete
+        self.action_space = env.action_space
+        self.action_dim = env.action_space.n if self.discrete else int(np.prod(env.action_space.shape))
+        self.loss = math.nan
+        self.entropy = math.nan
+        self.optims: list[torch.optim.Optimizer] = []
+        self.lr_schedulers: list[torch.optim.lr_scheduler.LRScheduler] = []
+        self.init_nets()
+        self.memory = self.init_memory()
+
+    # -- to override -------------------------------------------------------------------------
+    def init_nets(self) -> None:
+        """Build nets, optimizers and LR schedulers."""
+
+    def memory_size(self) -> int:
+        return int(self.algorithm_spec.get("training_frequency") or 1)
+
+    def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def train(self) -> float:
+        """One training call on the batch the memory holds; returns the loss."""
+        raise NotImplementedError
+
+    # -- shared mechanics --------------------------------------------------------------------
+    def init_memory(self) -> Any:
+        if not self.memory_spec or not self.memory_spec.get("name"):
+            return None
+        obs_space, act_space = self.env.observation_space, self.env.action_space
+        action_shape = () if isinstance(act_space, gym.spaces.Discrete) else act_space.shape
+        action_dtype = np.int64 if isinstance(act_space, gym.spaces.Discrete) else np.float32
+        obs_dtype = np.float32 if obs_space.dtype == np.float64 else obs_space.dtype
+        cls = MEMORIES[self.memory_spec["name"]]
+        return cls(self.memory_size(), self.env.num_envs, obs_space.shape, obs_dtype, action_shape, action_dtype)
+
+    def to_tensor(self, x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(x, device=self.device)
+
+    @torch.inference_mode()
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        actions = self.select_actions(self.to_tensor(obs).float())
+        return actions.cpu().numpy()
+
+    def update(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray) -> None:
+        """Store the transitions; train when the memory is ready; advance schedules."""
+        if self.eval_mode:
+            return
+        self.memory.add(obs, actions, rewards, next_obs, terminateds, truncateds)
+        if self.memory.ready():
+            self.loss = self.train()
+            for scheduler in self.lr_schedulers:
+                scheduler.step()
+        self.update_schedules()
+
+    def update_schedules(self) -> None:
+        self.explore_var.update(self.clock.frame, self.eval_mode)
+
+    def optimize(self, loss: torch.Tensor, nets: list[torch.nn.Module], clip_grad_vals: list[float | None]) -> bool:
+        """Backprop `loss` and step every optimizer; skip (with a warning) a non-finite loss."""
+        if not torch.isfinite(loss):
+            warn_rate_limited("nonfinite_loss", f"skipping an update with non-finite loss {loss.item()} at frame {self.clock.frame}")
+            return False
+        for optim in self.optims:
+            optim.zero_grad(set_to_none=True)
+        loss.backward()
+        for net, clip in zip(nets, clip_grad_vals, strict=True):
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+        for optim in self.optims:
+            optim.step()
+        self.clock.opt_step += 1
+        return True
+
+    @property
+    def lr(self) -> float:
+        return self.optims[0].param_groups[0]["lr"] if self.optims else math.nan
+
+    def metrics(self) -> dict[str, float]:
+        """Values for the checkpoint row (DESIGN §5)."""
+        return {"loss": self.loss, "lr": self.lr, "entropy": self.entropy, "explore_var": self.explore_var.val}
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        """Named nets whose weights make up the model checkpoint."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "nets": {k: m.state_dict() for k, m in self.modules().items()},
+            "optims": [o.state_dict() for o in self.optims],
+            "lr_schedulers": [s.state_dict() for s in self.lr_schedulers],
+            "memory": self.memory.state_dict() if self.memory is not None else None,
+            "loss": self.loss,
+            "entropy": self.entropy,
+            "extra": self.extra_state(),
+        }
+
+    def extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for k, m in self.modules().items():
+            m.load_state_dict(state["nets"][k])
+        for o, s in zip(self.optims, state["optims"], strict=True):
+            o.load_state_dict(s)
+        for sch, s in zip(self.lr_schedulers, state["lr_schedulers"], strict=True):
+            sch.load_state_dict(s)
+        if self.memory is not None and state["memory"] is not None:
+            self.memory.load_state_dict(state["memory"])
+        self.loss, self.entropy = state["loss"], state["entropy"]
+        self.load_extra_state(state["extra"])
+        self.update_schedules()
+
+    def load_weights(self, nets_state: dict[str, Any]) -> None:
+        for k, m in self.modules().items():
+            m.load_state_dict(nets_state[k])

@@ -1,0 +1,87 @@
+"""Base of the policy-gradient family (Reinforce, ActorCritic, PPO): nets, acting, log-probs."""
+
+from typing import Any
+
+import torch
+
+from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.net import net_util
+from slm_lab.agent.net.policy import PolicyNets
+from slm_lab.lib import distribution as D
+from slm_lab.lib.math_util import RunningMeanStd
+from slm_lab.lib.schedule import VarScheduler
+
+
+class PolicyGradient(Algorithm):
+    with_critic = True
+
+    def init_nets(self) -> None:
+        obs_dim = int(torch.tensor(self.obs_shape).prod().item())
+        self.nets = PolicyNets(self.net_spec, obs_dim, self.discrete, self.action_dim, self.with_critic).to(self.device)
+        parts = self.nets.parts()
+        if len(parts) > 1 and self.net_spec.get("use_same_optim"):
+            # one optimizer, the actor's, over both nets
+            params = [p for net, _ in parts for p in net.parameters()]
+            self.optims = [net_util.build_optim(self._optim_spec(parts[0][1]), params)]
+            scheduler_specs = [parts[0][1].get("lr_scheduler_spec")]
+        else:
+            self.optims = [net_util.build_optim(self._optim_spec(spec), net.parameters()) for net, spec in parts]
+            scheduler_specs = [spec.get("lr_scheduler_spec") for _, spec in parts]
+        self.lr_schedulers = [
+            s for s in (net_util.build_lr_scheduler(spec, o, self.clock) for spec, o in zip(scheduler_specs, self.optims, strict=True)) if s is not None
+        ]
+        self.clip_nets = [net for net, _ in parts]
+        self.clip_vals = [spec.get("clip_grad_val") for _, spec in parts]
+        self.entropy_coef = VarScheduler(self.algorithm_spec.get("entropy_coef_spec"), default=0.0)
+        self.normalize_v_targets = bool(self.algorithm_spec.get("normalize_v_targets"))
+        self.v_rms = RunningMeanStd()
+        self.loss_fn = net_util.build_loss(self.net_spec.get("loss_spec"))
+
+    @staticmethod
+    def _optim_spec(spec: dict[str, Any]) -> dict[str, Any]:
+        return spec.get("optim_spec") or {"name": "Adam", "lr": 3e-4}
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"nets": self.nets}
+
+    def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        mean, log_std = self.nets.pdparam(obs)
+        if not self.discrete:
+            return mean if self.eval_mode and self.action_policy == "greedy" else D.normal_sample(mean, log_std)
+        if self.action_policy == "epsilon_greedy":
+            greedy = mean.argmax(-1)
+            random = torch.randint_like(greedy, self.action_dim)
+            return torch.where(torch.rand_like(greedy, dtype=torch.float32) < self.explore_var.val, random, greedy)
+        if self.action_policy == "boltzmann":
+            return D.categorical_sample(mean / self.explore_var.val)
+        return D.categorical_sample(mean)
+
+    def log_prob_entropy(self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.discrete:
+            return D.categorical_log_prob(mean, actions), D.categorical_entropy(mean)
+        return D.normal_log_prob(mean, log_std, actions), D.normal_entropy(log_std)
+
+    # value targets may be learnt in normalized units (normalize_v_targets)
+    def denorm_v(self, v: torch.Tensor) -> torch.Tensor:
+        return v * self.v_rms.std + self.v_rms.mean if self.normalize_v_targets else v
+
+    def norm_v(self, v: torch.Tensor) -> torch.Tensor:
+        return (v - self.v_rms.mean) / self.v_rms.std if self.normalize_v_targets else v
+
+    def update_schedules(self) -> None:
+        super().update_schedules()
+        self.entropy_coef.update(self.clock.frame, self.eval_mode)
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), "entropy_coef": self.entropy_coef.val}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"v_rms": self.v_rms.state_dict()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.v_rms.load_state_dict(state["v_rms"])
+
+
+def flat(x: torch.Tensor) -> torch.Tensor:
+    """[T, N, ...] -> [T*N, ...]"""
+    return x.reshape(-1, *x.shape[2:])

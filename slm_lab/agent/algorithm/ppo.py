@@ -1,0 +1,89 @@
+"""Proximal Policy Optimization, clipped surrogate (Schulman et al. 2017).
+
+Each training call uses one batch of `time_horizon x num_unrolls` steps from every env:
+  1. with the policy that collected it: old log-probs, V(s_t), V(s_{t+1}); GAE advantages and
+     value targets V_target = A + V(s_t)
+  2. `training_epoch` passes over shuffled minibatches of `minibatch_size`:
+       ratio = exp(log pi(a|s) - log pi_old(a|s)), A normalized per minibatch
+       policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
+       val_loss = loss_fn(V, V_target), or with `clip_vloss` the max of clipped and unclipped
+       squared errors, V clipped to within eps of the old V
+       loss = policy_loss - entropy_coef * H + val_loss_coef * val_loss
+     stopping early when the approximate KL passes `target_kl` (if set).
+"""
+
+import torch
+
+from slm_lab.agent.algorithm.actor_critic import ActorCritic
+from slm_lab.agent.algorithm.policy_gradient import flat
+from slm_lab.lib.math_util import normalize
+from slm_lab.lib.schedule import VarScheduler
+
+
+class PPO(ActorCritic):
+    def init_nets(self) -> None:
+        super().init_nets()
+        self.clip_eps = VarScheduler(self.algorithm_spec.get("clip_eps_spec"), default=0.2)
+
+    def memory_size(self) -> int:
+        return int(self.algorithm_spec["time_horizon"]) * int(self.algorithm_spec.get("num_unrolls") or 1)
+
+    def train(self) -> float:
+        batch = self.memory.sample(self.device)
+        T, N = batch["rewards"].shape
+        obs, actions = flat(batch["obs"]).float(), flat(batch["actions"])
+        with torch.no_grad():
+            mean, log_std, old_v_preds = self.nets.pdparam_value(obs)
+            old_log_probs, _ = self.log_prob_entropy(mean, log_std, actions)
+            values = self.denorm_v(old_v_preds).view(T, N)
+            advs, v_targets = self.calc_advs_v_targets(batch, values)
+        advs, v_targets = flat(advs), flat(v_targets)
+        if self.normalize_v_targets:
+            self.v_rms.update(v_targets)
+        v_targets = self.norm_v(v_targets)
+
+        eps = self.clip_eps.val
+        ent_coef = self.entropy_coef.val
+        val_coef = float(self.algorithm_spec.get("val_loss_coef", 0.5))
+        clip_vloss = bool(self.algorithm_spec.get("clip_vloss"))
+        target_kl = self.algorithm_spec.get("target_kl")
+        minibatch_size = int(self.algorithm_spec["minibatch_size"])
+        batch_size = obs.shape[0]
+        losses, entropies = [], []
+        for _ in range(int(self.algorithm_spec["training_epoch"])):
+            perm = torch.randperm(batch_size, device=self.device)
+            for start in range(0, batch_size, minibatch_size):
+                idx = perm[start : start + minibatch_size]
+                mean, log_std, v_preds = self.nets.pdparam_value(obs[idx])
+                log_probs, entropy = self.log_prob_entropy(mean, log_std, actions[idx])
+                log_ratios = log_probs - old_log_probs[idx]
+                ratios = log_ratios.exp()
+                mb_advs = normalize(advs[idx])
+                surr1 = ratios * mb_advs
+                surr2 = ratios.clamp(1.0 - eps, 1.0 + eps) * mb_advs
+                policy_loss = -torch.min(surr1, surr2).mean()
+                if clip_vloss:
+                    old_v = old_v_preds[idx]
+                    v_clipped = old_v + (v_preds - old_v).clamp(-eps, eps)
+                    val_loss = torch.max((v_preds - v_targets[idx]).pow(2), (v_clipped - v_targets[idx]).pow(2)).mean()
+                else:
+                    val_loss = self.loss_fn(v_preds, v_targets[idx])
+                entropy = entropy.mean()
+                loss = policy_loss - ent_coef * entropy + val_coef * val_loss
+                self.optimize(loss, self.clip_nets, self.clip_vals)
+                losses.append(loss.detach())
+                entropies.append(entropy.detach())
+            if target_kl is not None:
+                with torch.no_grad():
+                    approx_kl = ((ratios - 1.0) - log_ratios).mean().item()
+                if approx_kl > float(target_kl):
+                    break
+        self.entropy = torch.stack(entropies).mean().item()
+        return torch.stack(losses).mean().item()
+
+    def update_schedules(self) -> None:
+        super().update_schedules()
+        self.clip_eps.update(self.clock.frame, self.eval_mode)
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), "clip_eps": self.clip_eps.val}

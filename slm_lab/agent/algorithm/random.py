@@ -1,0 +1,20 @@
+"""Random policy: uniform actions from the action space; the baseline B of the metrics."""
+
+import numpy as np
+import torch
+
+from slm_lab.agent.algorithm.base import Algorithm
+
+
+class Random(Algorithm):
+    def init_memory(self) -> None:
+        return None
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        return self.env.vec.action_space.sample()
+
+    def update(self, *args: np.ndarray) -> None:
+        self.update_schedules()
+
+    def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("Random acts on the action space directly")

@@ -1,0 +1,29 @@
+"""REINFORCE (Williams 1992): Monte-Carlo policy gradient with an optional entropy bonus.
+
+loss = -mean(log pi(a_t|s_t) * R_t) - entropy_coef * mean(H[pi(.|s_t)])
+R_t is the discounted return to the episode end (or to the batch end with OnPolicyBatchReplay),
+centered by its batch mean when `center_return` is set (a constant baseline).
+"""
+
+import torch
+
+from slm_lab.agent.algorithm.policy_gradient import PolicyGradient, flat
+from slm_lab.lib.math_util import calc_returns
+
+
+class Reinforce(PolicyGradient):
+    with_critic = False
+
+    def train(self) -> float:
+        batch = self.memory.sample(self.device)
+        returns = flat(calc_returns(batch["rewards"], batch["dones"], self.gamma))
+        if self.algorithm_spec.get("center_return"):
+            returns = returns - returns.mean()
+        mean, log_std = self.nets.pdparam(flat(batch["obs"]).float())
+        log_probs, entropy = self.log_prob_entropy(mean, log_std, flat(batch["actions"]))
+        policy_loss = -(log_probs * returns).mean()
+        entropy = entropy.mean()
+        loss = policy_loss - self.entropy_coef.val * entropy
+        self.optimize(loss, self.clip_nets, self.clip_vals)
+        self.entropy = entropy.item()
+        return loss.item()

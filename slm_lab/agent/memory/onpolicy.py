@@ -1,0 +1,141 @@
+"""On-policy memories: preallocated arrays, written a whole env vector at a time.
+
+OnPolicyBatchReplay collects `size` vector steps (a [T, N] batch) then hands it over.
+OnPolicyReplay collects whole episodes per env and hands them over once `training_frequency`
+episodes have finished; partial episodes stay for the next batch.
+"""
+
+from typing import Any
+
+import numpy as np
+import torch
+
+FIELDS = ("obs", "actions", "rewards", "next_obs", "terminateds", "dones")
+
+
+def _alloc(shape_prefix: tuple[int, ...], obs_shape: tuple[int, ...], obs_dtype: np.dtype, action_shape: tuple[int, ...], action_dtype: np.dtype) -> dict[str, np.ndarray]:
+    return {
+        "obs": np.zeros(shape_prefix + obs_shape, dtype=obs_dtype),
+        "actions": np.zeros(shape_prefix + action_shape, dtype=action_dtype),
+        "rewards": np.zeros(shape_prefix, dtype=np.float32),
+        "next_obs": np.zeros(shape_prefix + obs_shape, dtype=obs_dtype),
+        "terminateds": np.zeros(shape_prefix, dtype=np.bool_),
+        "dones": np.zeros(shape_prefix, dtype=np.bool_),
+    }
+
+
+class OnPolicyBatchReplay:
+    """A [size, num_envs] batch of consecutive steps from every env."""
+
+    is_episodic = False
+
+    def __init__(self, size: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype, action_shape: tuple[int, ...], action_dtype: np.dtype) -> None:
+        self.size = size
+        self.num_envs = num_envs
+        self.data = _alloc((size, num_envs), obs_shape, obs_dtype, action_shape, action_dtype)
+        self.ptr = 0
+
+    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray) -> None:
+        d, i = self.data, self.ptr
+        d["obs"][i] = obs
+        d["actions"][i] = actions
+        d["rewards"][i] = rewards
+        d["next_obs"][i] = next_obs
+        d["terminateds"][i] = terminateds
+        np.logical_or(terminateds, truncateds, out=d["dones"][i])
+        self.ptr += 1
+
+    def ready(self) -> bool:
+        return self.ptr >= self.size
+
+    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """The whole batch as [T, N, ...] tensors; the memory starts over."""
+        self.ptr = 0
+        return {k: torch.as_tensor(v, device=device) for k, v in self.data.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"ptr": self.ptr, "data": {k: torch.from_numpy(v.copy()) for k, v in self.data.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ptr = state["ptr"]
+        for k, v in state["data"].items():
+            self.data[k][...] = v.numpy()
+
+
+class OnPolicyReplay:
+    """Whole episodes from every env; ready once `training_frequency` episodes have ended.
+
+    Each env writes into its own row at its own pointer, so episodes stay contiguous; a batch is
+    every env's finished episodes laid end to end as one [B, 1] sequence, episode ends marked.
+    """
+
+    is_episodic = True
+    INITIAL_CAPACITY = 1024
+
+    def __init__(self, training_frequency: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype, action_shape: tuple[int, ...], action_dtype: np.dtype) -> None:
+        self.training_frequency = training_frequency
+        self.num_envs = num_envs
+        self._shapes = (obs_shape, obs_dtype, action_shape, action_dtype)
+        self.capacity = self.INITIAL_CAPACITY
+        self.data = _alloc((num_envs, self.capacity), *self._shapes)
+        self.ptr = np.zeros(num_envs, dtype=np.int64)
+        self.last_end = np.zeros(num_envs, dtype=np.int64)  # index after each env's last finished episode
+        self.num_episodes = 0
+        self._rows = np.arange(num_envs)
+
+    def _grow(self) -> None:
+        new = _alloc((self.num_envs, self.capacity * 2), *self._shapes)
+        for k, v in self.data.items():
+            new[k][:, : self.capacity] = v
+        self.data, self.capacity = new, self.capacity * 2
+
+    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray) -> None:
+        if self.ptr.max() >= self.capacity:
+            self._grow()
+        d, rows, cols = self.data, self._rows, self.ptr
+        d["obs"][rows, cols] = obs
+        d["actions"][rows, cols] = actions
+        d["rewards"][rows, cols] = rewards
+        d["next_obs"][rows, cols] = next_obs
+        d["terminateds"][rows, cols] = terminateds
+        dones = terminateds | truncateds
+        d["dones"][rows, cols] = dones
+        self.ptr += 1
+        if dones.any():
+            self.last_end[dones] = self.ptr[dones]
+            self.num_episodes += int(dones.sum())
+
+    def ready(self) -> bool:
+        return self.num_episodes >= self.training_frequency
+
+    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """Every finished episode as a [B, 1, ...] sequence; unfinished ones stay."""
+        batch = {
+            k: np.concatenate([v[e, : self.last_end[e]] for e in range(self.num_envs)])[:, None] for k, v in self.data.items()
+        }
+        for e in range(self.num_envs):  # move each env's unfinished episode to the front
+            end, ptr = self.last_end[e], self.ptr[e]
+            for v in self.data.values():
+                v[e, : ptr - end] = v[e, end:ptr]
+        self.ptr -= self.last_end
+        self.last_end[:] = 0
+        self.num_episodes = 0
+        return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "ptr": torch.from_numpy(self.ptr.copy()),
+            "last_end": torch.from_numpy(self.last_end.copy()),
+            "num_episodes": self.num_episodes,
+            "capacity": self.capacity,
+            "data": {k: torch.from_numpy(v.copy()) for k, v in self.data.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.capacity = state["capacity"]
+        self.data = {k: v.numpy().copy() for k, v in state["data"].items()}
+        self.ptr, self.last_end = state["ptr"].numpy().copy(), state["last_end"].numpy().copy()
+        self.num_episodes = state["num_episodes"]
+
+
+MEMORIES = {"OnPolicyBatchReplay": OnPolicyBatchReplay, "OnPolicyReplay": OnPolicyReplay}

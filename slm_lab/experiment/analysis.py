@@ -1,0 +1,104 @@
+"""Session and trial metrics (DESIGN §5) and graphs.
+
+With R_i the total_reward at checkpoint i and B the random policy's mean return:
+  s_i = R_i - B; strength = mean(s_i); max_strength = max(s_i); final_strength = s_last
+  sample_efficiency = sum_i(s_i / frame_i) / sum_i(s_i)   (frame 0 terms dropped)
+  training_efficiency = sum_i(s_i / opt_step_i) / sum_i(s_i)   (opt_step 0 terms dropped)
+  stability = 1 - | sum_i min(s_{i+1} - s_i, 0) / sum_i s_i |
+Trial: mean of each over sessions, plus frame and
+  consistency = 1 - 2 * sum_i std_j(s_ij) / sum_i mean_j(s_ij)   (sample std; NaN for one session)
+"""
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+SESSION_METRICS = ("strength", "max_strength", "final_strength", "sample_efficiency", "training_efficiency", "stability")
+TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
+
+
+def _efficiency(s: np.ndarray, x: np.ndarray) -> float:
+    keep = x > 0
+    total = s[keep].sum()
+    return float((s[keep] / x[keep]).sum() / total) if total != 0 else math.nan
+
+
+def session_metrics(df: pd.DataFrame, baseline: float) -> dict[str, float]:
+    df = df.dropna(subset=["total_reward"])
+    if df.empty:
+        return {"frame": math.nan, "total_reward_ma": math.nan, **dict.fromkeys(SESSION_METRICS, math.nan)}
+    s = df["total_reward"].to_numpy(dtype=float) - baseline
+    total = s.sum()
+    drops = np.minimum(np.diff(s), 0).sum()
+    return {
+        "frame": float(df["frame"].iloc[-1]),
+        "total_reward_ma": float(df["total_reward_ma"].iloc[-1]),
+        "strength": float(s.mean()),
+        "max_strength": float(s.max()),
+        "final_strength": float(s[-1]),
+        "sample_efficiency": _efficiency(s, df["frame"].to_numpy(dtype=float)),
+        "training_efficiency": _efficiency(s, df["opt_step"].to_numpy(dtype=float)),
+        "stability": float(1 - abs(drops / total)) if total != 0 else math.nan,
+    }
+
+
+def consistency(dfs: list[pd.DataFrame], baseline: float) -> float:
+    if len(dfs) < 2:
+        return math.nan
+    aligned = pd.concat([df.set_index("frame")["total_reward"].rename(j) for j, df in enumerate(dfs)], axis=1, join="inner").dropna()
+    s = aligned.to_numpy(dtype=float) - baseline
+    mean_sum = s.mean(axis=1).sum()
+    return float(1 - 2 * s.std(axis=1, ddof=1).sum() / mean_sum) if mean_sum != 0 else math.nan
+
+
+def trial_metrics(dfs: list[pd.DataFrame], baseline: float) -> dict[str, float]:
+    per_session = [session_metrics(df, baseline) for df in dfs]
+    out = {k: float(np.mean([m[k] for m in per_session])) for k in ("frame", "total_reward_ma", *SESSION_METRICS)}
+    out["consistency"] = consistency(dfs, baseline)
+    return out
+
+
+def format_metrics(metrics: dict[str, float]) -> str:
+    parts = []
+    for k, v in metrics.items():
+        parts.append(f"{k}:{v:.2e}" if k == "frame" else f"{k}:{v:.2f}" if abs(v) >= 0.01 or v == 0 or math.isnan(v) else f"{k}:{v:.2e}")
+    return " | ".join(parts)
+
+
+def plot_session(df: pd.DataFrame, title: str, path: Path) -> None:
+    cols = [c for c in ("loss", "entropy", "explore_var", "lr") if c in df and df[c].notna().any()]
+    fig, axes = plt.subplots(1 + len(cols), 1, figsize=(8, 3 * (1 + len(cols))), sharex=True)
+    axes = np.atleast_1d(axes)
+    axes[0].plot(df["frame"], df["total_reward"], label="total_reward", alpha=0.5)
+    axes[0].plot(df["frame"], df["total_reward_ma"], label="total_reward_ma")
+    axes[0].legend()
+    axes[0].set_title(title)
+    for ax, c in zip(axes[1:], cols, strict=True):
+        ax.plot(df["frame"], df[c])
+        ax.set_ylabel(c)
+    axes[-1].set_xlabel("frame")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_trial(dfs: list[pd.DataFrame], title: str, path: Path) -> None:
+    fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    for ax, col in zip(axes, ("total_reward", "total_reward_ma"), strict=True):
+        aligned = pd.concat([df.set_index("frame")[col].rename(j) for j, df in enumerate(dfs)], axis=1, join="inner")
+        mean, std = aligned.mean(axis=1), aligned.std(axis=1, ddof=0)
+        ax.plot(aligned.index, mean, label=f"mean of {len(dfs)} sessions")
+        ax.fill_between(aligned.index, mean - std, mean + std, alpha=0.25)
+        ax.set_ylabel(col)
+        ax.legend()
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("frame")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,246 @@
+"""Session (one seed), Trial (max_session seeds in parallel processes), and enjoy (replay).
+
+A session's loop: act -> env.step -> agent.update -> checkpoint every `log_frequency` frames.
+A checkpoint adds a metrics row, logs the progress line, writes TensorBoard scalars, the
+session CSV, and the latest (and, when it improved, best) checkpoint files, atomically.
+"""
+
+import math
+import os
+import random
+import shutil
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+from slm_lab.agent import Agent, MetricsTracker, rng_state, set_rng_state
+from slm_lab.env import VecEnv, env_kwargs
+from slm_lab.experiment import analysis
+from slm_lab.lib import io
+from slm_lab.lib import logger as log_setup
+from slm_lab.lib.logger import logger
+from slm_lab.spec import random_baseline
+
+DEFAULT_LOG_FREQUENCY = 10000
+SEED_STRIDE_TRIAL = 1000  # session seed = random_seed + trial * SEED_STRIDE_TRIAL + session
+PROGRESS_KEYS = ("frame", "fps", "total_reward", "total_reward_ma", "loss", "lr", "entropy", "explore_var", "clip_eps", "entropy_coef")
+
+
+def session_seed(base: int, trial: int, session: int) -> int:
+    return base + trial * SEED_STRIDE_TRIAL + session
+
+
+def prefix(spec: dict[str, Any], trial: int, session: int | None = None) -> str:
+    return f"{spec['name']}_t{trial}" + ("" if session is None else f"_s{session}")
+
+
+def num_threads(max_session: int) -> int:
+    """Torch threads per session process so that parallel sessions do not oversubscribe cores."""
+    return max(1, (os.cpu_count() or 1) // max(1, max_session))
+
+
+def ckpt_paths(run_dir: Path, pre: str, tag: str) -> tuple[Path, Path]:
+    return run_dir / "model" / f"{pre}_ckpt-{tag}_model.pt", run_dir / "model" / f"{pre}_ckpt-{tag}_state.pt"
+
+
+class Session:
+    def __init__(self, spec: dict[str, Any], run_dir: Path, trial: int, session: int, dev: bool = False, resume: bool = False, render: bool = False, threads: int = 1) -> None:
+        self.spec = spec
+        self.run_dir = run_dir
+        self.trial, self.index = trial, session
+        self.prefix = prefix(spec, trial, session)
+        self.dev = dev
+        self.resume = resume
+        self.seed = session_seed(int(spec["meta"]["random_seed"]), trial, session)
+        self.log_frequency = int(spec["meta"].get("log_frequency") or DEFAULT_LOG_FREQUENCY)
+        torch.set_num_threads(threads)
+        random.seed(self.seed)
+        np.random.seed(self.seed % 2**32)
+        torch.manual_seed(self.seed)
+        gamma = float(spec["agent"]["algorithm"].get("gamma", 0.99))
+        self.env = VecEnv(spec["env"], self.seed, gamma, render)
+        self.agent = Agent(spec["agent"], self.env)
+        self.tracker = MetricsTracker(self.env, self.agent)
+        self.best = -math.inf
+        self.next_ckpt = self.log_frequency
+        self.baseline = random_baseline.get(spec["env"]["name"], env_kwargs(spec["env"]))
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def save(self, tag: str) -> None:
+        model_path, state_path = ckpt_paths(self.run_dir, self.prefix, tag)
+        algo = self.agent.algorithm
+        rms = self.env.obs_norm.rms
+        model = {"nets": {k: m.state_dict() for k, m in algo.modules().items()}, "obs_rms": None if rms is None else {"mean": torch.from_numpy(rms.mean.copy()), "var": torch.from_numpy(rms.var.copy()), "count": float(rms.count)}}
+        io.save_torch(model, model_path)
+        if tag == "latest":
+            state = {
+                "algorithm": algo.state_dict(), "env": self.env.state_dict(), "tracker": self.tracker.state_dict(),
+                "rng": rng_state(), "next_ckpt": self.next_ckpt, "best": self.best,
+            }
+            io.save_torch(state, state_path)
+
+    def load_latest(self) -> bool:
+        _, state_path = ckpt_paths(self.run_dir, self.prefix, "latest")
+        if not state_path.exists():
+            return False
+        state = io.load_torch(state_path)
+        exact = self.env.load_state_dict(state["env"])
+        self.agent.algorithm.load_state_dict(state["algorithm"])
+        self.tracker.load_state_dict(state["tracker"])
+        set_rng_state(state["rng"])
+        self.next_ckpt, self.best = state["next_ckpt"], state["best"]
+        logger.info(f"{self.prefix} resumed at frame {self.env.clock.frame}" + ("" if exact else " (env simulation state is native: episodes in progress restart)"))
+        return True
+
+    def checkpoint(self) -> None:
+        row = self.tracker.add_row()
+        logger.info(f"{self.prefix} | " + " | ".join(f"{k}:{row[k]:.4g}" for k in PROGRESS_KEYS if k in row and not (isinstance(row[k], float) and math.isnan(row[k]))))
+        for k, v in row.items():
+            if isinstance(v, int | float) and not math.isnan(v):
+                self.writer.add_scalar(k, v, row["frame"])
+        self.write_df()
+        if self.dev:
+            self.dev_check_params()
+        self.next_ckpt = (self.env.clock.frame // self.log_frequency + 1) * self.log_frequency
+        if not math.isnan(row["total_reward"]) and row["total_reward"] > self.best:
+            self.best = row["total_reward"]
+            self.save("best")
+        self.save("latest")
+
+    def df_path(self) -> Path:
+        return self.run_dir / "info" / f"{self.prefix}_session_df.csv"
+
+    def write_df(self) -> None:
+        io.write_text(pd.DataFrame(self.tracker.rows).to_csv(index=False), self.df_path())
+
+    # -- dev-mode checks ---------------------------------------------------------------------
+    def dev_check_step(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
+        for name, x in (("observation", obs), ("action", actions), ("reward", rewards)):
+            if not np.all(np.isfinite(x)):
+                raise FloatingPointError(f"dev check: non-finite {name} at frame {self.env.clock.frame}")
+        if not self.env.is_discrete and actions.shape[1:] != self.env.action_space.shape:
+            raise ValueError(f"dev check: action shape {actions.shape} does not match the action space")
+
+    def dev_check_params(self) -> None:
+        for name, module in self.agent.algorithm.modules().items():
+            for pname, p in module.named_parameters():
+                if not torch.isfinite(p).all():
+                    raise FloatingPointError(f"dev check: non-finite parameter {name}.{pname} at frame {self.env.clock.frame}")
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> dict[str, float]:
+        self.writer = SummaryWriter(str(self.run_dir / "log" / "tb" / self.prefix))
+        obs = self.env.obs if self.resume and self.load_latest() else self.env.reset()
+        agent, env = self.agent, self.env
+        while not env.done():
+            actions = agent.act(obs)
+            next_obs, rewards, terminateds, truncateds, real_next_obs = env.step(actions)
+            if self.dev:
+                self.dev_check_step(next_obs, actions, rewards)
+            agent.update(obs, actions, rewards, real_next_obs, terminateds, truncateds)
+            obs = next_obs
+            if env.clock.frame >= self.next_ckpt or env.done():
+                self.checkpoint()
+        self.writer.close()
+        env.close()
+        return self.finish()
+
+    def finish(self) -> dict[str, float]:
+        df = pd.DataFrame(self.tracker.rows)
+        metrics = analysis.session_metrics(df, self.baseline)
+        io.write_json(metrics, self.run_dir / "info" / f"{self.prefix}_session_metrics.json")
+        analysis.plot_session(df, self.prefix, self.run_dir / "graph" / f"{self.prefix}_session_graph.png")
+        logger.info(f"{self.prefix} session_metrics: {analysis.format_metrics(metrics)}")
+        return metrics
+
+
+def run_session(spec: dict[str, Any], run_dir: str, trial: int, session: int, dev: bool, resume: bool, render: bool, threads: int, log_level: str) -> dict[str, float]:
+    """Entry point of a session process."""
+    pre = prefix(spec, trial, session)
+    log_setup.setup(log_level, tag=pre if not dev else "")
+    log_setup.add_file(str(Path(run_dir) / "log" / f"{pre}.log"), log_level)
+    done_path = Path(run_dir) / "info" / f"{pre}_session_metrics.json"
+    if resume and done_path.exists():
+        logger.info(f"{pre} already finished; keeping its results")
+        return io.read_json(done_path)
+    return Session(spec, Path(run_dir), trial, session, dev, resume, render, threads).run()
+
+
+class Trial:
+    """`max_session` sessions of one spec, with seeds differing by session index."""
+
+    def __init__(self, spec: dict[str, Any], run_dir: Path, trial: int = 0, dev: bool = False, resume: bool = False, render: bool = False, log_level: str = "INFO") -> None:
+        self.spec, self.run_dir, self.trial = spec, run_dir, trial
+        self.dev, self.resume, self.render, self.log_level = dev, resume, render, log_level
+        self.max_session = 1 if dev else int(spec["meta"].get("max_session") or 1)
+
+    def run(self) -> dict[str, float] | None:
+        threads = num_threads(self.max_session)
+        args = [(self.spec, str(self.run_dir), self.trial, s, self.dev, self.resume, self.render, threads, self.log_level) for s in range(self.max_session)]
+        results: dict[int, dict[str, float]] = {}
+        if self.max_session == 1:
+            results[0] = run_session(*args[0])
+            log_setup.setup(self.log_level)
+        else:
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                os.environ[var] = str(threads)
+            with ProcessPoolExecutor(self.max_session, mp_context=get_context("spawn")) as pool:
+                futures = {s: pool.submit(run_session, *a) for s, a in enumerate(args)}
+                for s, fut in futures.items():
+                    try:
+                        results[s] = fut.result()
+                    except Exception as e:  # a failed session is reported; the others go on
+                        logger.error(f"{prefix(self.spec, self.trial, s)} failed: {type(e).__name__}: {e}\n{''.join(traceback.format_exception(e)[-3:])}")
+        return self.analyze(sorted(results))
+
+    def analyze(self, sessions: list[int]) -> dict[str, float] | None:
+        pre = prefix(self.spec, self.trial)
+        if not sessions:
+            logger.error(f"{pre}: no session completed")
+            return None
+        if len(sessions) < self.max_session:
+            logger.warning(f"{pre}: {len(sessions)} of {self.max_session} sessions completed; trial metrics cover those")
+        dfs = [pd.read_csv(self.run_dir / "info" / f"{prefix(self.spec, self.trial, s)}_session_df.csv") for s in sessions]
+        baseline = random_baseline.get(self.spec["env"]["name"], env_kwargs(self.spec["env"]))
+        metrics = analysis.trial_metrics(dfs, baseline)
+        metrics_path = self.run_dir / "info" / f"{pre}_trial_metrics.json"
+        io.write_json(metrics, metrics_path)
+        graph_path = self.run_dir / "graph" / f"{pre}_trial_graph.png"
+        analysis.plot_trial(dfs, pre, graph_path)
+        shutil.copy(metrics_path, self.run_dir / metrics_path.name)
+        shutil.copy(graph_path, self.run_dir / graph_path.name)
+        return metrics
+
+
+def enjoy(spec: dict[str, Any], run_dir: Path, episodes: int, render: bool, session: int = 0) -> dict[str, float]:
+    """Replay the best checkpoint of a session without training; writes to its own folder."""
+    pre = prefix(spec, 0, session)
+    model_path, _ = ckpt_paths(run_dir, pre, "best")
+    if not model_path.exists():
+        model_path, _ = ckpt_paths(run_dir, pre, "latest")
+    model = io.load_torch(model_path)
+    seed = session_seed(int(spec["meta"]["random_seed"]), 0, session) + SEED_STRIDE_TRIAL // 2
+    env = VecEnv(spec["env"], seed, float(spec["agent"]["algorithm"].get("gamma", 0.99)), render)
+    if model["obs_rms"] is not None:
+        for k, v in model["obs_rms"].items():
+            setattr(env.obs_norm.rms, k, v.numpy() if isinstance(v, torch.Tensor) else v)
+    env.obs_norm.update_running_mean = False
+    agent = Agent(spec["agent"], env)
+    agent.algorithm.load_weights(model["nets"])
+    agent.set_eval()
+    obs = env.reset()
+    while env.clock.epi < episodes:
+        obs, *_ = env.step(agent.act(obs))
+    returns = list(env.stats.return_queue)[-episodes:]
+    env.close()
+    result = {"episodes": len(returns), "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)), "checkpoint": str(model_path)}
+    out_dir = io.DATA_DIR / f"{run_dir.name}_enjoy_{io.timestamp()}"
+    io.write_json(result, out_dir / "enjoy_metrics.json")
+    return result

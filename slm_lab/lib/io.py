@@ -1,0 +1,83 @@
+"""Files: atomic writes (temp file + rename), run folders, spec records."""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DATA_DIR = Path("data")
+RUN_SPEC_SUFFIX = "_spec.json"
+
+
+def _atomic(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_torch(obj: Any, path: Path) -> None:
+    _atomic(path, lambda f: torch.save(obj, f))
+
+
+def load_torch(path: Path) -> Any:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def write_text(text: str, path: Path) -> None:
+    _atomic(path, lambda f: f.write(text.encode()))
+
+
+def write_json(obj: Any, path: Path) -> None:
+    write_text(json.dumps(obj, indent=2, default=str) + "\n", path)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def timestamp() -> str:
+    return datetime.now().strftime("%Y_%m_%d_%H%M%S")
+
+
+def git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def is_run_dir(path: Path) -> bool:
+    """A run folder holds its spec record `<name>_spec.json` and an `info/` folder."""
+    return path.is_dir() and (path / "info").is_dir() and run_spec_path(path) is not None
+
+
+_PART_SPEC = re.compile(r"_t\d+(_s\d+)?_spec\.json$")
+
+
+def run_spec_path(run_dir: Path) -> Path | None:
+    """The run-level spec record (not a per-trial or per-session one)."""
+    specs = sorted(p for p in run_dir.glob(f"*{RUN_SPEC_SUFFIX}") if not _PART_SPEC.search(p.name))
+    return specs[0] if specs else None
+
+
+def latest_run_dir(spec_name: str) -> Path | None:
+    runs = sorted(
+        (p for p in DATA_DIR.glob(f"{spec_name}_*") if is_run_dir(p) and "_enjoy_" not in p.name),
+        key=lambda p: p.name[-17:],
+    )
+    return runs[-1] if runs else None
