@@ -1,13 +1,20 @@
 """Session (one seed), Trial (max_session seeds in parallel processes), and enjoy (replay).
 
 A session's loop: act -> env.step -> agent.update -> checkpoint every `log_frequency` frames.
-A checkpoint adds a metrics row, logs the progress line, writes TensorBoard scalars, the
-session CSV, and the latest (and, when it improved, best) checkpoint files, atomically.
+A checkpoint adds a metrics row, logs the progress line, writes TensorBoard scalars and appends
+the row to the session CSV. The latest and best checkpoint files are written atomically at most
+every SAVE_INTERVAL_S seconds and at the end: at log_frequency 500 a write per checkpoint cost
+more than the training on small nets. Resume restarts from the last write and replays
+deterministically, so the rows it produces are the same.
 """
 
+import copy
+import csv
 import math
 import os
 import random
+import resource
+import time
 import shutil
 import traceback
 from concurrent.futures import ProcessPoolExecutor
@@ -29,6 +36,7 @@ from slm_lab.lib.logger import logger
 from slm_lab.spec import random_baseline
 
 DEFAULT_LOG_FREQUENCY = 10000
+SAVE_INTERVAL_S = 10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
 SEED_STRIDE_TRIAL = 1000  # session seed = random_seed + trial * SEED_STRIDE_TRIAL + session
 PROGRESS_KEYS = ("frame", "fps", "total_reward", "total_reward_ma", "loss", "lr", "entropy", "explore_var", "clip_eps", "entropy_coef")
 
@@ -69,22 +77,34 @@ class Session:
         self.agent = Agent(spec["agent"], self.env)
         self.tracker = MetricsTracker(self.env, self.agent)
         self.best = -math.inf
+        self.best_model: dict[str, Any] | None = None  # snapshot of the best weights, not yet written
         self.next_ckpt = self.log_frequency
+        self.last_save = time.monotonic()
+        self.csv_file: Any = None
         self.baseline = random_baseline.get(spec["env"]["name"], env_kwargs(spec["env"]))
 
     # -- checkpoints -------------------------------------------------------------------------
-    def save(self, tag: str) -> None:
-        model_path, state_path = ckpt_paths(self.run_dir, self.prefix, tag)
-        algo = self.agent.algorithm
+    def model_snapshot(self) -> dict[str, Any]:
+        """What acting needs: the nets' weights and the observation normalizer's statistics."""
         rms = self.env.obs_norm.rms
-        model = {"nets": {k: m.state_dict() for k, m in algo.modules().items()}, "obs_rms": None if rms is None else {"mean": torch.from_numpy(rms.mean.copy()), "var": torch.from_numpy(rms.var.copy()), "count": float(rms.count)}}
-        io.save_torch(model, model_path)
-        if tag == "latest":
-            state = {
-                "algorithm": algo.state_dict(), "env": self.env.state_dict(), "tracker": self.tracker.state_dict(),
-                "rng": rng_state(), "next_ckpt": self.next_ckpt, "best": self.best,
-            }
-            io.save_torch(state, state_path)
+        return {
+            "nets": copy.deepcopy({k: m.state_dict() for k, m in self.agent.algorithm.modules().items()}),
+            "obs_rms": None if rms is None else {"mean": torch.from_numpy(rms.mean.copy()), "var": torch.from_numpy(rms.var.copy()), "count": float(rms.count)},
+        }
+
+    def save(self) -> None:
+        """Write the best model (if it changed) and the latest model + full training state."""
+        if self.best_model is not None:
+            io.save_torch(self.best_model, ckpt_paths(self.run_dir, self.prefix, "best")[0])
+            self.best_model = None
+        model_path, state_path = ckpt_paths(self.run_dir, self.prefix, "latest")
+        io.save_torch(self.model_snapshot(), model_path)
+        state = {
+            "algorithm": self.agent.algorithm.state_dict(), "env": self.env.state_dict(), "tracker": self.tracker.state_dict(),
+            "rng": rng_state(), "next_ckpt": self.next_ckpt, "best": self.best,
+        }
+        io.save_torch(state, state_path)
+        self.last_save = time.monotonic()
 
     def load_latest(self) -> bool:
         _, state_path = ckpt_paths(self.run_dir, self.prefix, "latest")
@@ -105,20 +125,28 @@ class Session:
         for k, v in row.items():
             if isinstance(v, int | float) and not math.isnan(v):
                 self.writer.add_scalar(k, v, row["frame"])
-        self.write_df()
+        self.append_csv(row)
         if self.dev:
             self.dev_check_params()
         self.next_ckpt = (self.env.clock.frame // self.log_frequency + 1) * self.log_frequency
         if not math.isnan(row["total_reward"]) and row["total_reward"] > self.best:
             self.best = row["total_reward"]
-            self.save("best")
-        self.save("latest")
+            self.best_model = self.model_snapshot()
+        if self.env.done() or time.monotonic() - self.last_save >= SAVE_INTERVAL_S:
+            self.save()
 
     def df_path(self) -> Path:
         return self.run_dir / "info" / f"{self.prefix}_session_df.csv"
 
-    def write_df(self) -> None:
-        io.write_text(pd.DataFrame(self.tracker.rows).to_csv(index=False), self.df_path())
+    def append_csv(self, row: dict[str, float]) -> None:
+        """Append a row; the first call (re)writes the file from all rows so far (after a resume)."""
+        if self.csv_file is None:
+            io.write_text(pd.DataFrame(self.tracker.rows).to_csv(index=False), self.df_path())
+            self.csv_file = open(self.df_path(), "a", newline="")  # noqa: SIM115  (kept open for the session)
+            self.csv_writer = csv.DictWriter(self.csv_file, fieldnames=list(row))
+            return
+        self.csv_writer.writerow(row)
+        self.csv_file.flush()
 
     # -- dev-mode checks ---------------------------------------------------------------------
     def dev_check_step(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
@@ -149,6 +177,10 @@ class Session:
             if env.clock.frame >= self.next_ckpt or env.done():
                 self.checkpoint()
         self.writer.close()
+        if self.csv_file is None:  # resumed after the last checkpoint: no row was appended
+            io.write_text(pd.DataFrame(self.tracker.rows).to_csv(index=False), self.df_path())
+        else:
+            self.csv_file.close()
         env.close()
         return self.finish()
 
@@ -157,7 +189,8 @@ class Session:
         metrics = analysis.session_metrics(df, self.baseline)
         io.write_json(metrics, self.run_dir / "info" / f"{self.prefix}_session_metrics.json")
         analysis.plot_session(df, self.prefix, self.run_dir / "graph" / f"{self.prefix}_session_graph.png")
-        logger.info(f"{self.prefix} session_metrics: {analysis.format_metrics(metrics)}")
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        logger.info(f"{self.prefix} session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}")
         return metrics
 
 
