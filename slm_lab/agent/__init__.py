@@ -21,7 +21,9 @@ class Agent:
     def act(self, obs: Any) -> Any:
         return self.algorithm.act(obs)
 
-    def update(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminateds: Any, truncateds: Any) -> None:
+    def update(
+        self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminateds: Any, truncateds: Any
+    ) -> None:
         self.algorithm.update(obs, actions, rewards, next_obs, terminateds, truncateds)
 
     def set_eval(self) -> None:
@@ -48,11 +50,16 @@ class MetricsTracker:
         fps = (clock.frame - self._last_frame) / elapsed if elapsed > 0 else math.nan
         self._last_frame, self._last_wall = clock.frame, wall_t
         total_reward = self.env.total_reward
-        recent = [r["total_reward"] for r in self.rows[-(self.MA_WINDOW - 1):]] + [total_reward]
+        recent = [r["total_reward"] for r in self.rows[-(self.MA_WINDOW - 1) :]] + [total_reward]
         recent = [r for r in recent if not math.isnan(r)]
         row = {
-            "frame": clock.frame, "t": clock.t, "epi": clock.epi, "opt_step": clock.opt_step,
-            "wall_t": wall_t, "fps": fps, "total_reward": total_reward,
+            "frame": clock.frame,
+            "t": clock.t,
+            "epi": clock.epi,
+            "opt_step": clock.opt_step,
+            "wall_t": wall_t,
+            "fps": fps,
+            "total_reward": total_reward,
             "total_reward_ma": sum(recent) / len(recent) if recent else math.nan,
             **self.agent.algorithm.metrics(),
         }

@@ -42,19 +42,32 @@ def _versions() -> dict[str, str]:
 
 def _new_run_dir(spec: dict[str, Any], variables: dict[str, str], mode: str) -> Path:
     if spec["meta"].get("random_seed") is None:
-        spec["meta"]["random_seed"] = secrets.randbelow(2**31)  # recorded below, so the run is reproducible
+        spec["meta"]["random_seed"] = secrets.randbelow(
+            2**31
+        )  # recorded below, so the run is reproducible
     run_dir = io.DATA_DIR / f"{spec['name']}_{io.timestamp()}"
     while run_dir.exists():  # two runs started in the same second
         run_dir = run_dir.with_name(run_dir.name + "_")
     for sub in ("info", "graph", "log", "model"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    record = {**spec, "run_info": {"git_sha": io.git_sha(), "versions": _versions(), "vars": variables, "mode": mode, "command": sys.argv}}
+    record = {
+        **spec,
+        "run_info": {
+            "git_sha": io.git_sha(),
+            "versions": _versions(),
+            "vars": variables,
+            "mode": mode,
+            "command": sys.argv,
+        },
+    }
     io.write_json(record, run_dir / f"{spec['name']}_spec.json")
     io.write_json(spec, run_dir / f"{spec['name']}_t0_spec.json")
     return run_dir
 
 
-def _load_run(target: str, spec_file: str, spec_name: str, variables: dict[str, str]) -> tuple[dict[str, Any], Path]:
+def _load_run(
+    target: str, spec_file: str, spec_name: str, variables: dict[str, str]
+) -> tuple[dict[str, Any], Path]:
     """The spec recorded in a run folder (`latest`: the newest run of this spec)."""
     if target == "latest":
         name = spec_util.get_spec(spec_file, spec_name, variables)["name"]
@@ -64,7 +77,9 @@ def _load_run(target: str, spec_file: str, spec_name: str, variables: dict[str, 
     else:
         run_dir = Path(target)
         if not io.is_run_dir(run_dir):
-            raise SpecError(f"{target}: not a run folder (expected a folder made by slm-lab run, with <spec_name>_spec.json and info/)")
+            raise SpecError(
+                f"{target}: not a run folder (expected a folder made by slm-lab run, with <spec_name>_spec.json and info/)"
+            )
     record = io.read_json(io.run_spec_path(run_dir))
     record.pop("run_info", None)
     spec_util.validate(record, record.get("name", ""))
@@ -73,16 +88,43 @@ def _load_run(target: str, spec_file: str, spec_name: str, variables: dict[str, 
 
 @app.command()
 def run(
-    spec_file: Annotated[str, typer.Argument(help="spec file (JSON/YAML), relative to the working directory or slm_lab/spec/")] = DEMO_SPEC_FILE,
-    spec_name: Annotated[str, typer.Argument(help="name of the spec inside the file")] = DEMO_SPEC_NAME,
-    mode: Annotated[str, typer.Argument(help="dev | train | search | enjoy@<run folder> | train@<run folder> | train@latest")] = "dev",
-    set_: Annotated[list[str] | None, typer.Option("--set", "-s", help="substitute ${KEY} in the spec file: -s KEY=VALUE (repeatable)")] = None,
+    spec_file: Annotated[
+        str,
+        typer.Argument(
+            help="spec file (JSON/YAML), relative to the working directory or slm_lab/spec/"
+        ),
+    ] = DEMO_SPEC_FILE,
+    spec_name: Annotated[
+        str, typer.Argument(help="name of the spec inside the file")
+    ] = DEMO_SPEC_NAME,
+    mode: Annotated[
+        str,
+        typer.Argument(
+            help="dev | train | search | enjoy@<run folder> | train@<run folder> | train@latest"
+        ),
+    ] = "dev",
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", "-s", help="substitute ${KEY} in the spec file: -s KEY=VALUE (repeatable)"
+        ),
+    ] = None,
     render: Annotated[bool, typer.Option(help="render the env while running")] = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
-    episodes: Annotated[int, typer.Option(help="episodes to replay in enjoy mode")] = ENJOY_EPISODES,
+    episodes: Annotated[
+        int, typer.Option(help="episodes to replay in enjoy mode")
+    ] = ENJOY_EPISODES,
 ) -> None:
     """Train (dev: 1 session; train: max_session seeds in parallel), replay (enjoy@) or resume (train@) a spec."""
-    if log_level.upper() not in ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"):
+    if log_level.upper() not in (
+        "TRACE",
+        "DEBUG",
+        "INFO",
+        "SUCCESS",
+        "WARNING",
+        "ERROR",
+        "CRITICAL",
+    ):
         _fail(f"--log-level {log_level}: one of DEBUG, INFO, WARNING, ERROR")
     log_setup.setup(log_level)
     try:
@@ -90,8 +132,15 @@ def run(
         base, _, target = mode.partition("@")
         if mode == "search":
             _fail("search mode is not available yet (it lands with the Ray Tune search work)", 1)
-        if (base, bool(target)) not in (("dev", False), ("train", False), ("enjoy", True), ("train", True)):
-            raise SpecError(f"mode {mode!r}: unknown; one of {', '.join(MODES)}{spec_util.did_you_mean(base, ('dev', 'train', 'search', 'enjoy'))}")
+        if (base, bool(target)) not in (
+            ("dev", False),
+            ("train", False),
+            ("enjoy", True),
+            ("train", True),
+        ):
+            raise SpecError(
+                f"mode {mode!r}: unknown; one of {', '.join(MODES)}{spec_util.did_you_mean(base, ('dev', 'train', 'search', 'enjoy'))}"
+            )
         if target:
             spec, run_dir = _load_run(target, spec_file, spec_name, variables)
         else:
@@ -103,14 +152,18 @@ def run(
 
     if base == "enjoy":
         result = control.enjoy(spec, run_dir, episodes, render)
-        typer.echo(f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}")
+        typer.echo(
+            f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
+        )
         return
     resume = bool(target)
     if not resume:
         run_dir = _new_run_dir(spec, variables, mode)
     log_setup.add_file(str(run_dir / "log" / "run.log"), log_level)
     logger.info(f"{'resuming' if resume else 'running'} {spec['name']} ({mode}) in {run_dir}")
-    trial = control.Trial(spec, run_dir, dev=(base == "dev"), resume=resume, render=render, log_level=log_level)
+    trial = control.Trial(
+        spec, run_dir, dev=(base == "dev"), resume=resume, render=render, log_level=log_level
+    )
     metrics = trial.run()
     if metrics is None:
         _fail(f"no session of {spec['name']} completed; see {run_dir / 'log'}", 1)
@@ -123,8 +176,12 @@ def run(
 @app.command()
 def check(
     spec_file: Annotated[str, typer.Argument(help="spec file to validate")],
-    spec_name: Annotated[str | None, typer.Argument(help="one spec (default: every spec in the file)")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", "-s", help="-s KEY=VALUE for ${KEY} (repeatable)")] = None,
+    spec_name: Annotated[
+        str | None, typer.Argument(help="one spec (default: every spec in the file)")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", "-s", help="-s KEY=VALUE for ${KEY} (repeatable)")
+    ] = None,
 ) -> None:
     """Validate specs without running anything."""
     log_setup.setup("WARNING")

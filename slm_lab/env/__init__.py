@@ -21,13 +21,29 @@ from slm_lab.env.wrappers import ActionRepeat, ObsNormalizer
 
 # env spec keys SLM Lab consumes; every other key is passed to gymnasium.make
 ENV_KEYS = {
-    "name", "num_envs", "max_t", "max_frame", "normalize_obs", "normalize_reward", "clip_obs",
-    "clip_reward", "reward_scale", "action_repeat", "life_loss_info", "vectorization_mode",
+    "name",
+    "num_envs",
+    "max_t",
+    "max_frame",
+    "normalize_obs",
+    "normalize_reward",
+    "clip_obs",
+    "clip_reward",
+    "reward_scale",
+    "action_repeat",
+    "life_loss_info",
+    "vectorization_mode",
 }
 EPISODE_STATS_WINDOW = 100  # total_reward is the mean return of up to this many recent episodes
 
 
-def _make_one(name: str, max_t: int | None, kwargs: dict[str, Any], action_repeat: int, render_mode: str | None) -> gym.Env:
+def _make_one(
+    name: str,
+    max_t: int | None,
+    kwargs: dict[str, Any],
+    action_repeat: int,
+    render_mode: str | None,
+) -> gym.Env:
     env = gym.make(name, max_episode_steps=max_t, render_mode=render_mode, **kwargs)
     if action_repeat > 1:
         env = ActionRepeat(env, action_repeat)
@@ -35,7 +51,10 @@ def _make_one(name: str, max_t: int | None, kwargs: dict[str, Any], action_repea
         # the agent acts in [-1, 1]; out-of-range samples are clipped, then rescaled to the env's bounds
         with warnings.catch_warnings():  # float64 bounds cast to float32: harmless
             warnings.simplefilter("ignore", UserWarning)
-            env = gym.wrappers.ClipAction(gym.wrappers.RescaleAction(env, -1.0, 1.0))
+            rescaled = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+            env = gym.wrappers.ClipAction(rescaled)
+        # ClipAction advertises (-inf, inf), which Random would sample from; the agent's space is [-1, 1]
+        env.action_space = rescaled.action_space
     return env
 
 
@@ -46,18 +65,26 @@ def env_kwargs(env_spec: dict[str, Any]) -> dict[str, Any]:
 class VecEnv:
     """The env a session trains on: `num_envs` copies stepped together, with a clock."""
 
-    def __init__(self, env_spec: dict[str, Any], seed: int, gamma: float = 0.99, render: bool = False) -> None:
+    def __init__(
+        self, env_spec: dict[str, Any], seed: int, gamma: float = 0.99, render: bool = False
+    ) -> None:
         self.name: str = env_spec["name"]
         self.num_envs: int = int(env_spec.get("num_envs") or 1)
         self.max_frame: int = int(env_spec["max_frame"])
         self.max_t: int | None = int(env_spec["max_t"]) if env_spec.get("max_t") else None
         self.seed = seed
         make = partial(
-            _make_one, self.name, self.max_t, env_kwargs(env_spec), int(env_spec.get("action_repeat") or 1),
+            _make_one,
+            self.name,
+            self.max_t,
+            env_kwargs(env_spec),
+            int(env_spec.get("action_repeat") or 1),
             "human" if render else None,
         )
         vec_cls = AsyncVectorEnv if env_spec.get("vectorization_mode") == "async" else SyncVectorEnv
-        vec: gym.vector.VectorEnv = vec_cls([make] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        vec: gym.vector.VectorEnv = vec_cls(
+            [make] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP
+        )
         # episode statistics first: returns are measured before any reward transform
         vec = self.stats = vw.RecordEpisodeStatistics(vec, buffer_length=EPISODE_STATS_WINDOW)
         if env_spec.get("reward_scale") not in (None, 1, 1.0):
@@ -67,7 +94,11 @@ class VecEnv:
             vec = vw.NormalizeReward(vec, gamma=gamma)
         clip_reward = env_spec.get("clip_reward")
         if clip_reward is not None and clip_reward is not False:
-            lo, hi = (clip_reward if isinstance(clip_reward, list | tuple) else (-clip_reward, clip_reward))
+            lo, hi = (
+                clip_reward
+                if isinstance(clip_reward, list | tuple)
+                else (-clip_reward, clip_reward)
+            )
             vec = vw.ClipReward(vec, min_reward=lo, max_reward=hi)
         self.vec = vec
         self.observation_space = vec.single_observation_space
@@ -75,7 +106,9 @@ class VecEnv:
         self.is_discrete = isinstance(self.action_space, gym.spaces.Discrete)
         clip_obs = env_spec.get("clip_obs")
         self.obs_norm = ObsNormalizer(
-            self.observation_space.shape, bool(env_spec.get("normalize_obs")), float(clip_obs) if clip_obs else None
+            self.observation_space.shape,
+            bool(env_spec.get("normalize_obs")),
+            float(clip_obs) if clip_obs else None,
         )
         self.clock = Clock(self.max_frame, self.num_envs)
         self.vec.action_space.seed(seed)
@@ -86,7 +119,9 @@ class VecEnv:
         self._obs = self.obs_norm(obs)
         return self._obs
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Returns (next_obs, rewards, terminateds, truncateds, real_next_obs).
 
         next_obs is what the agent acts on next (a reset obs where an episode ended);
@@ -140,7 +175,9 @@ class VecEnv:
             env_state.restore(self.obs_norm.rms, state["obs_rms"])
         self.vec.action_space.np_random.bit_generator.state = state["action_space_rng"]
         if state["vec"] is not None:
-            self.vec.reset(seed=self.seed)  # builds internal buffers; then overwrite with saved state
+            self.vec.reset(
+                seed=self.seed
+            )  # builds internal buffers; then overwrite with saved state
             env_state.restore(self.vec, state["vec"])
             self._obs = env_state._decode(state["obs"])
             return True

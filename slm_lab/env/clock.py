@@ -27,9 +27,17 @@ class Clock:
         return self._wall_offset + time.perf_counter() - self._start
 
     def state_dict(self) -> dict[str, float]:
-        return {"t": self.t, "frame": self.frame, "epi": self.epi, "opt_step": self.opt_step, "wall_t": self.wall_t}
+        return {
+            "t": self.t,
+            "frame": self.frame,
+            "epi": self.epi,
+            "opt_step": self.opt_step,
+            "wall_t": self.wall_t,
+        }
 
     def load_state_dict(self, state: dict[str, float]) -> None:
-        self.t, self.frame, self.epi, self.opt_step = (int(state[k]) for k in ("t", "frame", "epi", "opt_step"))
+        self.t, self.frame, self.epi, self.opt_step = (
+            int(state[k]) for k in ("t", "frame", "epi", "opt_step")
+        )
         self._wall_offset = float(state["wall_t"])
         self._start = time.perf_counter()

@@ -10,12 +10,12 @@ this way; `capture` then reports the state as partial and resume starts fresh ep
 """
 
 from collections import deque
+from enum import Enum
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from enum import Enum
 
 # attributes that are configuration or rendering, never simulation state
 _IGNORED_TYPES = (gym.Space, gym.envs.registration.EnvSpec, dict, str, type, Enum)
@@ -24,8 +24,10 @@ _SKIP_ATTRS = {"metadata", "spec", "render_mode", "_cached_spec", "closed", "_np
 
 
 def _is_plain(v: Any) -> bool:
-    return v is None or isinstance(v, bool | int | float | np.generic | np.ndarray) and not (
-        isinstance(v, np.ndarray) and v.dtype == object
+    return (
+        v is None
+        or isinstance(v, bool | int | float | np.generic | np.ndarray)
+        and not (isinstance(v, np.ndarray) and v.dtype == object)
     )
 
 

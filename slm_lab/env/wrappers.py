@@ -31,7 +31,9 @@ class ObsNormalizer:
     final observations in `info` unnormalized; this applies one transform to both.
     """
 
-    def __init__(self, shape: tuple[int, ...], normalize: bool, clip: float | None, eps: float = 1e-8) -> None:
+    def __init__(
+        self, shape: tuple[int, ...], normalize: bool, clip: float | None, eps: float = 1e-8
+    ) -> None:
         self.rms = RunningMeanStd(shape=shape) if normalize else None
         self.clip = clip
         self.eps = eps

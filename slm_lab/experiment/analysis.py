@@ -19,20 +19,32 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-SESSION_METRICS = ("strength", "max_strength", "final_strength", "sample_efficiency", "training_efficiency", "stability")
+SESSION_METRICS = (
+    "strength",
+    "max_strength",
+    "final_strength",
+    "sample_efficiency",
+    "training_efficiency",
+    "stability",
+)
 TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
 
 
 def _efficiency(s: np.ndarray, x: np.ndarray) -> float:
+    """sum_i(s_i / x_i) / sum_i(s_i); terms with x_i = 0 leave the first sum only (as in SLM Lab v5)."""
     keep = x > 0
-    total = s[keep].sum()
-    return float((s[keep] / x[keep]).sum() / total) if total != 0 else math.nan
+    total = s.sum()
+    return float((s[keep] / x[keep]).sum() / total) if keep.any() and total != 0 else math.nan
 
 
 def session_metrics(df: pd.DataFrame, baseline: float) -> dict[str, float]:
     df = df.dropna(subset=["total_reward"])
     if df.empty:
-        return {"frame": math.nan, "total_reward_ma": math.nan, **dict.fromkeys(SESSION_METRICS, math.nan)}
+        return {
+            "frame": math.nan,
+            "total_reward_ma": math.nan,
+            **dict.fromkeys(SESSION_METRICS, math.nan),
+        }
     s = df["total_reward"].to_numpy(dtype=float) - baseline
     total = s.sum()
     drops = np.minimum(np.diff(s), 0).sum()
@@ -51,7 +63,11 @@ def session_metrics(df: pd.DataFrame, baseline: float) -> dict[str, float]:
 def consistency(dfs: list[pd.DataFrame], baseline: float) -> float:
     if len(dfs) < 2:
         return math.nan
-    aligned = pd.concat([df.set_index("frame")["total_reward"].rename(j) for j, df in enumerate(dfs)], axis=1, join="inner").dropna()
+    aligned = pd.concat(
+        [df.set_index("frame")["total_reward"].rename(j) for j, df in enumerate(dfs)],
+        axis=1,
+        join="inner",
+    ).dropna()
     s = aligned.to_numpy(dtype=float) - baseline
     mean_sum = s.mean(axis=1).sum()
     return float(1 - 2 * s.std(axis=1, ddof=1).sum() / mean_sum) if mean_sum != 0 else math.nan
@@ -59,7 +75,10 @@ def consistency(dfs: list[pd.DataFrame], baseline: float) -> float:
 
 def trial_metrics(dfs: list[pd.DataFrame], baseline: float) -> dict[str, float]:
     per_session = [session_metrics(df, baseline) for df in dfs]
-    out = {k: float(np.mean([m[k] for m in per_session])) for k in ("frame", "total_reward_ma", *SESSION_METRICS)}
+    out = {
+        k: float(np.mean([m[k] for m in per_session]))
+        for k in ("frame", "total_reward_ma", *SESSION_METRICS)
+    }
     out["consistency"] = consistency(dfs, baseline)
     return out
 
@@ -67,7 +86,13 @@ def trial_metrics(dfs: list[pd.DataFrame], baseline: float) -> dict[str, float]:
 def format_metrics(metrics: dict[str, float]) -> str:
     parts = []
     for k, v in metrics.items():
-        parts.append(f"{k}:{v:.2e}" if k == "frame" else f"{k}:{v:.2f}" if abs(v) >= 0.01 or v == 0 or math.isnan(v) else f"{k}:{v:.2e}")
+        parts.append(
+            f"{k}:{v:.2e}"
+            if k == "frame"
+            else f"{k}:{v:.2f}"
+            if abs(v) >= 0.01 or v == 0 or math.isnan(v)
+            else f"{k}:{v:.2e}"
+        )
     return " | ".join(parts)
 
 
@@ -91,7 +116,9 @@ def plot_session(df: pd.DataFrame, title: str, path: Path) -> None:
 def plot_trial(dfs: list[pd.DataFrame], title: str, path: Path) -> None:
     fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     for ax, col in zip(axes, ("total_reward", "total_reward_ma"), strict=True):
-        aligned = pd.concat([df.set_index("frame")[col].rename(j) for j, df in enumerate(dfs)], axis=1, join="inner")
+        aligned = pd.concat(
+            [df.set_index("frame")[col].rename(j) for j, df in enumerate(dfs)], axis=1, join="inner"
+        )
         mean, std = aligned.mean(axis=1), aligned.std(axis=1, ddof=0)
         ax.plot(aligned.index, mean, label=f"mean of {len(dfs)} sessions")
         ax.fill_between(aligned.index, mean - std, mean + std, alpha=0.25)

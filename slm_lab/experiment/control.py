@@ -14,8 +14,8 @@ import math
 import os
 import random
 import resource
-import time
 import shutil
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -36,9 +36,22 @@ from slm_lab.lib.logger import logger
 from slm_lab.spec import random_baseline
 
 DEFAULT_LOG_FREQUENCY = 10000
-SAVE_INTERVAL_S = 10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
+SAVE_INTERVAL_S = (
+    10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
+)
 SEED_STRIDE_TRIAL = 1000  # session seed = random_seed + trial * SEED_STRIDE_TRIAL + session
-PROGRESS_KEYS = ("frame", "fps", "total_reward", "total_reward_ma", "loss", "lr", "entropy", "explore_var", "clip_eps", "entropy_coef")
+PROGRESS_KEYS = (
+    "frame",
+    "fps",
+    "total_reward",
+    "total_reward_ma",
+    "loss",
+    "lr",
+    "entropy",
+    "explore_var",
+    "clip_eps",
+    "entropy_coef",
+)
 
 
 def session_seed(base: int, trial: int, session: int) -> int:
@@ -55,11 +68,24 @@ def num_threads(max_session: int) -> int:
 
 
 def ckpt_paths(run_dir: Path, pre: str, tag: str) -> tuple[Path, Path]:
-    return run_dir / "model" / f"{pre}_ckpt-{tag}_model.pt", run_dir / "model" / f"{pre}_ckpt-{tag}_state.pt"
+    return (
+        run_dir / "model" / f"{pre}_ckpt-{tag}_model.pt",
+        run_dir / "model" / f"{pre}_ckpt-{tag}_state.pt",
+    )
 
 
 class Session:
-    def __init__(self, spec: dict[str, Any], run_dir: Path, trial: int, session: int, dev: bool = False, resume: bool = False, render: bool = False, threads: int = 1) -> None:
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        run_dir: Path,
+        trial: int,
+        session: int,
+        dev: bool = False,
+        resume: bool = False,
+        render: bool = False,
+        threads: int = 1,
+    ) -> None:
         self.spec = spec
         self.run_dir = run_dir
         self.trial, self.index = trial, session
@@ -77,7 +103,9 @@ class Session:
         self.agent = Agent(spec["agent"], self.env)
         self.tracker = MetricsTracker(self.env, self.agent)
         self.best = -math.inf
-        self.best_model: dict[str, Any] | None = None  # snapshot of the best weights, not yet written
+        self.best_model: dict[str, Any] | None = (
+            None  # snapshot of the best weights, not yet written
+        )
         self.next_ckpt = self.log_frequency
         self.last_save = time.monotonic()
         self.csv_file: Any = None
@@ -88,8 +116,16 @@ class Session:
         """What acting needs: the nets' weights and the observation normalizer's statistics."""
         rms = self.env.obs_norm.rms
         return {
-            "nets": copy.deepcopy({k: m.state_dict() for k, m in self.agent.algorithm.modules().items()}),
-            "obs_rms": None if rms is None else {"mean": torch.from_numpy(rms.mean.copy()), "var": torch.from_numpy(rms.var.copy()), "count": float(rms.count)},
+            "nets": copy.deepcopy(
+                {k: m.state_dict() for k, m in self.agent.algorithm.modules().items()}
+            ),
+            "obs_rms": None
+            if rms is None
+            else {
+                "mean": torch.from_numpy(rms.mean.copy()),
+                "var": torch.from_numpy(rms.var.copy()),
+                "count": float(rms.count),
+            },
         }
 
     def save(self) -> None:
@@ -100,8 +136,12 @@ class Session:
         model_path, state_path = ckpt_paths(self.run_dir, self.prefix, "latest")
         io.save_torch(self.model_snapshot(), model_path)
         state = {
-            "algorithm": self.agent.algorithm.state_dict(), "env": self.env.state_dict(), "tracker": self.tracker.state_dict(),
-            "rng": rng_state(), "next_ckpt": self.next_ckpt, "best": self.best,
+            "algorithm": self.agent.algorithm.state_dict(),
+            "env": self.env.state_dict(),
+            "tracker": self.tracker.state_dict(),
+            "rng": rng_state(),
+            "next_ckpt": self.next_ckpt,
+            "best": self.best,
         }
         io.save_torch(state, state_path)
         self.last_save = time.monotonic()
@@ -116,12 +156,22 @@ class Session:
         self.tracker.load_state_dict(state["tracker"])
         set_rng_state(state["rng"])
         self.next_ckpt, self.best = state["next_ckpt"], state["best"]
-        logger.info(f"{self.prefix} resumed at frame {self.env.clock.frame}" + ("" if exact else " (env simulation state is native: episodes in progress restart)"))
+        logger.info(
+            f"{self.prefix} resumed at frame {self.env.clock.frame}"
+            + ("" if exact else " (env simulation state is native: episodes in progress restart)")
+        )
         return True
 
     def checkpoint(self) -> None:
         row = self.tracker.add_row()
-        logger.info(f"{self.prefix} | " + " | ".join(f"{k}:{row[k]:.4g}" for k in PROGRESS_KEYS if k in row and not (isinstance(row[k], float) and math.isnan(row[k]))))
+        logger.info(
+            f"{self.prefix} | "
+            + " | ".join(
+                f"{k}:{row[k]:.4g}"
+                for k in PROGRESS_KEYS
+                if k in row and not (isinstance(row[k], float) and math.isnan(row[k]))
+            )
+        )
         for k, v in row.items():
             if isinstance(v, int | float) and not math.isnan(v):
                 self.writer.add_scalar(k, v, row["frame"])
@@ -152,15 +202,21 @@ class Session:
     def dev_check_step(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
         for name, x in (("observation", obs), ("action", actions), ("reward", rewards)):
             if not np.all(np.isfinite(x)):
-                raise FloatingPointError(f"dev check: non-finite {name} at frame {self.env.clock.frame}")
+                raise FloatingPointError(
+                    f"dev check: non-finite {name} at frame {self.env.clock.frame}"
+                )
         if not self.env.is_discrete and actions.shape[1:] != self.env.action_space.shape:
-            raise ValueError(f"dev check: action shape {actions.shape} does not match the action space")
+            raise ValueError(
+                f"dev check: action shape {actions.shape} does not match the action space"
+            )
 
     def dev_check_params(self) -> None:
         for name, module in self.agent.algorithm.modules().items():
             for pname, p in module.named_parameters():
                 if not torch.isfinite(p).all():
-                    raise FloatingPointError(f"dev check: non-finite parameter {name}.{pname} at frame {self.env.clock.frame}")
+                    raise FloatingPointError(
+                        f"dev check: non-finite parameter {name}.{pname} at frame {self.env.clock.frame}"
+                    )
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> dict[str, float]:
@@ -188,13 +244,27 @@ class Session:
         df = pd.DataFrame(self.tracker.rows)
         metrics = analysis.session_metrics(df, self.baseline)
         io.write_json(metrics, self.run_dir / "info" / f"{self.prefix}_session_metrics.json")
-        analysis.plot_session(df, self.prefix, self.run_dir / "graph" / f"{self.prefix}_session_graph.png")
+        analysis.plot_session(
+            df, self.prefix, self.run_dir / "graph" / f"{self.prefix}_session_graph.png"
+        )
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        logger.info(f"{self.prefix} session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}")
+        logger.info(
+            f"{self.prefix} session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}"
+        )
         return metrics
 
 
-def run_session(spec: dict[str, Any], run_dir: str, trial: int, session: int, dev: bool, resume: bool, render: bool, threads: int, log_level: str) -> dict[str, float]:
+def run_session(
+    spec: dict[str, Any],
+    run_dir: str,
+    trial: int,
+    session: int,
+    dev: bool,
+    resume: bool,
+    render: bool,
+    threads: int,
+    log_level: str,
+) -> dict[str, float]:
     """Entry point of a session process."""
     pre = prefix(spec, trial, session)
     log_setup.setup(log_level, tag=pre if not dev else "")
@@ -209,17 +279,44 @@ def run_session(spec: dict[str, Any], run_dir: str, trial: int, session: int, de
 class Trial:
     """`max_session` sessions of one spec, with seeds differing by session index."""
 
-    def __init__(self, spec: dict[str, Any], run_dir: Path, trial: int = 0, dev: bool = False, resume: bool = False, render: bool = False, log_level: str = "INFO") -> None:
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        run_dir: Path,
+        trial: int = 0,
+        dev: bool = False,
+        resume: bool = False,
+        render: bool = False,
+        log_level: str = "INFO",
+    ) -> None:
         self.spec, self.run_dir, self.trial = spec, run_dir, trial
         self.dev, self.resume, self.render, self.log_level = dev, resume, render, log_level
         self.max_session = 1 if dev else int(spec["meta"].get("max_session") or 1)
 
     def run(self) -> dict[str, float] | None:
         threads = num_threads(self.max_session)
-        args = [(self.spec, str(self.run_dir), self.trial, s, self.dev, self.resume, self.render, threads, self.log_level) for s in range(self.max_session)]
+        args = [
+            (
+                self.spec,
+                str(self.run_dir),
+                self.trial,
+                s,
+                self.dev,
+                self.resume,
+                self.render,
+                threads,
+                self.log_level,
+            )
+            for s in range(self.max_session)
+        ]
         results: dict[int, dict[str, float]] = {}
         if self.max_session == 1:
-            results[0] = run_session(*args[0])
+            try:
+                results[0] = run_session(*args[0])
+            except Exception as e:  # reported like a failed session of a parallel trial
+                logger.error(
+                    f"{prefix(self.spec, self.trial, 0)} failed: {type(e).__name__}: {e}\n{''.join(traceback.format_exception(e)[-3:])}"
+                )
             log_setup.setup(self.log_level)
         else:
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -230,7 +327,9 @@ class Trial:
                     try:
                         results[s] = fut.result()
                     except Exception as e:  # a failed session is reported; the others go on
-                        logger.error(f"{prefix(self.spec, self.trial, s)} failed: {type(e).__name__}: {e}\n{''.join(traceback.format_exception(e)[-3:])}")
+                        logger.error(
+                            f"{prefix(self.spec, self.trial, s)} failed: {type(e).__name__}: {e}\n{''.join(traceback.format_exception(e)[-3:])}"
+                        )
         return self.analyze(sorted(results))
 
     def analyze(self, sessions: list[int]) -> dict[str, float] | None:
@@ -239,8 +338,15 @@ class Trial:
             logger.error(f"{pre}: no session completed")
             return None
         if len(sessions) < self.max_session:
-            logger.warning(f"{pre}: {len(sessions)} of {self.max_session} sessions completed; trial metrics cover those")
-        dfs = [pd.read_csv(self.run_dir / "info" / f"{prefix(self.spec, self.trial, s)}_session_df.csv") for s in sessions]
+            logger.warning(
+                f"{pre}: {len(sessions)} of {self.max_session} sessions completed; trial metrics cover those"
+            )
+        dfs = [
+            pd.read_csv(
+                self.run_dir / "info" / f"{prefix(self.spec, self.trial, s)}_session_df.csv"
+            )
+            for s in sessions
+        ]
         baseline = random_baseline.get(self.spec["env"]["name"], env_kwargs(self.spec["env"]))
         metrics = analysis.trial_metrics(dfs, baseline)
         metrics_path = self.run_dir / "info" / f"{pre}_trial_metrics.json"
@@ -252,7 +358,9 @@ class Trial:
         return metrics
 
 
-def enjoy(spec: dict[str, Any], run_dir: Path, episodes: int, render: bool, session: int = 0) -> dict[str, float]:
+def enjoy(
+    spec: dict[str, Any], run_dir: Path, episodes: int, render: bool, session: int = 0
+) -> dict[str, float]:
     """Replay the best checkpoint of a session without training; writes to its own folder."""
     pre = prefix(spec, 0, session)
     model_path, _ = ckpt_paths(run_dir, pre, "best")
@@ -273,7 +381,12 @@ def enjoy(spec: dict[str, Any], run_dir: Path, episodes: int, render: bool, sess
         obs, *_ = env.step(agent.act(obs))
     returns = list(env.stats.return_queue)[-episodes:]
     env.close()
-    result = {"episodes": len(returns), "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)), "checkpoint": str(model_path)}
+    result = {
+        "episodes": len(returns),
+        "mean_return": float(np.mean(returns)),
+        "std_return": float(np.std(returns)),
+        "checkpoint": str(model_path),
+    }
     out_dir = io.DATA_DIR / f"{run_dir.name}_enjoy_{io.timestamp()}"
     io.write_json(result, out_dir / "enjoy_metrics.json")
     return result

@@ -30,7 +30,9 @@ def normal_sample(mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
     return mean + log_std.exp() * torch.randn_like(mean)
 
 
-def normal_log_prob(mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+def normal_log_prob(
+    mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor
+) -> torch.Tensor:
     """Diagonal Gaussian log-density, summed over action dims."""
     z = (actions - mean) * torch.exp(-log_std)
     return (-0.5 * z.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)

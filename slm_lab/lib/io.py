@@ -59,7 +59,13 @@ def timestamp() -> str:
 
 def git_sha() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).parent,
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -80,8 +86,10 @@ def run_spec_path(run_dir: Path) -> Path | None:
 
 
 def latest_run_dir(spec_name: str) -> Path | None:
+    """The newest run folder of exactly this spec (not of a spec whose name extends it, nor an enjoy folder)."""
+    pattern = re.compile(re.escape(spec_name) + r"_\d{4}_\d{2}_\d{2}_\d{6}_*$")
     runs = sorted(
-        (p for p in DATA_DIR.glob(f"{spec_name}_*") if is_run_dir(p) and "_enjoy_" not in p.name),
-        key=lambda p: p.name[-17:],
+        (p for p in DATA_DIR.glob(f"{spec_name}_*") if pattern.fullmatch(p.name) and is_run_dir(p)),
+        key=lambda p: p.name,  # timestamped names sort in time order
     )
     return runs[-1] if runs else None

@@ -4,7 +4,9 @@ import sys
 
 from loguru import logger
 
-FORMAT = "<green>{time:YYYY-MM-DD HH:mm:ss}</green> <level>{level: <7}</level> {extra[tag]}| {message}"
+FORMAT = (
+    "<green>{time:YYYY-MM-DD HH:mm:ss}</green> <level>{level: <7}</level> {extra[tag]}| {message}"
+)
 
 
 def setup(level: str = "INFO", tag: str = "") -> None:

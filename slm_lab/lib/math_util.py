@@ -93,11 +93,19 @@ class RunningMeanStd:
         self.count = epsilon
 
     def update(self, x: torch.Tensor) -> None:
-        batch_mean, batch_var, batch_count = x.mean().item(), x.var(unbiased=False).item(), x.numel()
+        batch_mean, batch_var, batch_count = (
+            x.mean().item(),
+            x.var(unbiased=False).item(),
+            x.numel(),
+        )
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean += delta * batch_count / total
-        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        m2 = (
+            self.var * self.count
+            + batch_var * batch_count
+            + delta**2 * self.count * batch_count / total
+        )
         self.var = m2 / total
         self.count = total
 

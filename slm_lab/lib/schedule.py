@@ -16,7 +16,9 @@ def no_decay(start_val: float, end_val: float, start_step: int, end_step: int, s
     return start_val
 
 
-def linear_decay(start_val: float, end_val: float, start_step: int, end_step: int, step: int) -> float:
+def linear_decay(
+    start_val: float, end_val: float, start_step: int, end_step: int, step: int
+) -> float:
     if step <= start_step:
         return start_val
     if step >= end_step:
@@ -25,7 +27,9 @@ def linear_decay(start_val: float, end_val: float, start_step: int, end_step: in
     return start_val + frac * (end_val - start_val)
 
 
-def rate_decay(start_val: float, end_val: float, start_step: int, end_step: int, step: int) -> float:
+def rate_decay(
+    start_val: float, end_val: float, start_step: int, end_step: int, step: int
+) -> float:
     """Geometric decay by RATE_DECAY_FACTOR per period; end_val exactly from end_step on."""
     if step <= start_step:
         return start_val
@@ -33,12 +37,16 @@ def rate_decay(start_val: float, end_val: float, start_step: int, end_step: int,
         return end_val
     period = (end_step - start_step) / RATE_DECAY_PERIODS
     n = (step - start_step) // period
-    return max(start_val * RATE_DECAY_FACTOR**n, end_val) if start_val >= end_val else min(
-        start_val * RATE_DECAY_FACTOR**n, end_val
+    return (
+        max(start_val * RATE_DECAY_FACTOR**n, end_val)
+        if start_val >= end_val
+        else min(start_val * RATE_DECAY_FACTOR**n, end_val)
     )
 
 
-def periodic_decay(start_val: float, end_val: float, start_step: int, end_step: int, step: int) -> float:
+def periodic_decay(
+    start_val: float, end_val: float, start_step: int, end_step: int, step: int
+) -> float:
     """Linear decay modulated by a cosine; end_val exactly from end_step on."""
     if step <= start_step:
         return start_val

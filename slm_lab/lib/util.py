@@ -24,5 +24,5 @@ def role_spec(net_spec: dict[str, Any], role: str) -> dict[str, Any]:
     """
     spec = {k: v for k, v in net_spec.items() if not k.startswith(("actor_", "critic_"))}
     prefix = f"{role}_"
-    spec.update({k[len(prefix):]: v for k, v in net_spec.items() if k.startswith(prefix)})
+    spec.update({k[len(prefix) :]: v for k, v in net_spec.items() if k.startswith(prefix)})
     return spec

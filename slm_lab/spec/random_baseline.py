@@ -20,11 +20,24 @@ TABLE_PATH = SPEC_DIR / "_random_baseline.json"
 TABLE_EPISODES = 100
 CACHE_EPISODES = 20
 TABLE_ENVS: list[tuple[str, dict[str, Any]]] = [
-    ("CartPole-v1", {}), ("Acrobot-v1", {}), ("Pendulum-v1", {}), ("MountainCar-v0", {}),
-    ("MountainCarContinuous-v0", {}), ("LunarLander-v3", {}), ("LunarLander-v3", {"continuous": True}),
-    ("Hopper-v5", {}), ("HalfCheetah-v5", {}), ("Walker2d-v5", {}), ("Ant-v5", {}), ("Humanoid-v5", {}),
-    ("Swimmer-v5", {}), ("Reacher-v5", {}), ("Pusher-v5", {}), ("InvertedPendulum-v5", {}),
-    ("InvertedDoublePendulum-v5", {}), ("HumanoidStandup-v5", {}),
+    ("CartPole-v1", {}),
+    ("Acrobot-v1", {}),
+    ("Pendulum-v1", {}),
+    ("MountainCar-v0", {}),
+    ("MountainCarContinuous-v0", {}),
+    ("LunarLander-v3", {}),
+    ("LunarLander-v3", {"continuous": True}),
+    ("Hopper-v5", {}),
+    ("HalfCheetah-v5", {}),
+    ("Walker2d-v5", {}),
+    ("Ant-v5", {}),
+    ("Humanoid-v5", {}),
+    ("Swimmer-v5", {}),
+    ("Reacher-v5", {}),
+    ("Pusher-v5", {}),
+    ("InvertedPendulum-v5", {}),
+    ("InvertedDoublePendulum-v5", {}),
+    ("HumanoidStandup-v5", {}),
 ]
 
 
@@ -33,7 +46,11 @@ def baseline_key(name: str, kwargs: dict[str, Any]) -> str:
 
 
 def cache_path() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "slm_lab" / "random_baseline.json"
+    return (
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        / "slm_lab"
+        / "random_baseline.json"
+    )
 
 
 def compute(name: str, kwargs: dict[str, Any], episodes: int, seed: int = 0) -> float:
@@ -64,7 +81,9 @@ def get(name: str, kwargs: dict[str, Any] | None = None) -> float:
     path = cache_path()
     cache = _read(path)
     if key not in cache:
-        logger.info(f"computing the random baseline of {key} ({CACHE_EPISODES} episodes), cached in {path}")
+        logger.info(
+            f"computing the random baseline of {key} ({CACHE_EPISODES} episodes), cached in {path}"
+        )
         cache[key] = compute(name, kwargs or {}, CACHE_EPISODES)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -3,9 +3,22 @@
 Types: int, float (int or float), bool, str, list, dict, any; a trailing '?' allows null.
 """
 
-SCHEDULE_KEYS = {"name": "str", "start_val": "float", "end_val": "float?", "start_step": "float?", "end_step": "float?"}
+SCHEDULE_KEYS = {
+    "name": "str",
+    "start_val": "float",
+    "end_val": "float?",
+    "start_step": "float?",
+    "end_step": "float?",
+}
 
-TOP = {"agent": "dict", "env": "dict", "meta": "dict", "search": "dict?", "name": "str?", "run_info": "dict?"}
+TOP = {
+    "agent": "dict",
+    "env": "dict",
+    "meta": "dict",
+    "search": "dict?",
+    "name": "str?",
+    "run_info": "dict?",
+}
 
 AGENT = {"name": "str?", "algorithm": "dict", "memory": "dict?", "net": "dict?"}
 
@@ -53,7 +66,19 @@ NET = {
     "gpu": "any",
 }
 # net keys that may carry an actor_/critic_ prefix to configure one of the two nets
-NET_ROLE_KEYS = {"hid_layers", "hid_layers_activation", "init_fn", "clip_grad_val", "optim_spec", "lr_scheduler_spec", "log_std_init", "init_std", "layer_norm", "batch_norm", "out_layer_activation"}
+NET_ROLE_KEYS = {
+    "hid_layers",
+    "hid_layers_activation",
+    "init_fn",
+    "clip_grad_val",
+    "optim_spec",
+    "lr_scheduler_spec",
+    "log_std_init",
+    "init_std",
+    "layer_norm",
+    "batch_norm",
+    "out_layer_activation",
+}
 
 ENV = {
     "name": "str",
@@ -99,4 +124,16 @@ DEPRECATED = {
 ACTION_POLICIES = ("default", "epsilon_greedy", "boltzmann", "greedy")
 ACTION_PDTYPES = ("default", "Categorical", "Normal")
 NET_TYPES = ("MLPNet",)
-SEARCH_DISTS = ("uniform", "quniform", "loguniform", "qloguniform", "randn", "qrandn", "randint", "qrandint", "lograndint", "choice", "grid_search")
+SEARCH_DISTS = (
+    "uniform",
+    "quniform",
+    "loguniform",
+    "qloguniform",
+    "randn",
+    "qrandn",
+    "randint",
+    "qrandint",
+    "lograndint",
+    "choice",
+    "grid_search",
+)

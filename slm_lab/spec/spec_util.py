@@ -26,6 +26,17 @@ from slm_lab.spec import schema
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
 
 
+class _YamlLoader(yaml.SafeLoader):
+    """SafeLoader that also reads `1e6` and `3e-4` as floats (YAML 1.2); PyYAML's YAML 1.1 needs a dot."""
+
+
+_YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 class SpecError(ValueError):
     """A spec or CLI input the user must fix; the message is the whole story."""
 
@@ -40,7 +51,9 @@ def find_spec_file(spec_file: str) -> Path:
     for candidate in (Path(spec_file), SPEC_DIR / spec_file):
         if candidate.is_file():
             return candidate
-    raise SpecError(f"spec file not found: {spec_file} (looked in the working directory and {SPEC_DIR})")
+    raise SpecError(
+        f"spec file not found: {spec_file} (looked in the working directory and {SPEC_DIR})"
+    )
 
 
 def parse_sets(sets: list[str]) -> dict[str, str]:
@@ -63,7 +76,9 @@ def _number_text(value: str) -> str | None:
         return None
     if num != num or num in (float("inf"), float("-inf")):
         return None
-    return str(int(num)) if num.is_integer() and not re.fullmatch(r"-?\d+\.\d*", value) else repr(num)
+    return (
+        str(int(num)) if num.is_integer() and not re.fullmatch(r"-?\d+\.\d*", value) else repr(num)
+    )
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:
@@ -79,19 +94,29 @@ def substitute(text: str, variables: dict[str, str]) -> str:
 def _parse(text: str, path: Path) -> dict[str, Any]:
     try:
         if path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_YamlLoader)
         else:
             data = json.loads(text)
     except json.JSONDecodeError as e:
         unresolved = VAR_PATTERN.search(text)
-        hint = f" (unresolved ${{{unresolved.group(1)}}}? pass it with -s {unresolved.group(1)}=VALUE)" if unresolved else ""
-        raise SpecError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}{hint}") from None
+        hint = (
+            f" (unresolved ${{{unresolved.group(1)}}}? pass it with -s {unresolved.group(1)}=VALUE)"
+            if unresolved
+            else ""
+        )
+        raise SpecError(
+            f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}{hint}"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise SpecError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+        raise SpecError(
+            f"{path}: invalid YAML{where}: {getattr(e, 'problem', None) or e}"
+        ) from None
     if not isinstance(data, dict):
-        raise SpecError(f"{path}: a spec file must map spec names to specs, got {type(data).__name__}")
+        raise SpecError(
+            f"{path}: a spec file must map spec names to specs, got {type(data).__name__}"
+        )
     return {k: v for k, v in data.items() if not str(k).startswith("_")}  # _keys hold YAML anchors
 
 
@@ -106,7 +131,9 @@ def _find_unresolved(node: Any, path: str) -> None:
         raise SpecError(f"{path}: unresolved ${{{m.group(1)}}}; pass it with -s {m.group(1)}=VALUE")
 
 
-def read_spec_file(spec_file: str, variables: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+def read_spec_file(
+    spec_file: str, variables: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
     path = find_spec_file(spec_file)
     text = substitute(path.read_text(), variables or {})
     return _parse(text, path)
@@ -117,12 +144,16 @@ def env_suffix(env_name: str) -> str:
     return re.sub(r"-v\d+$", "", env_name.split("/")[-1]).lower().replace("-", "_")
 
 
-def get_spec(spec_file: str, spec_name: str, variables: dict[str, str] | None = None) -> dict[str, Any]:
+def get_spec(
+    spec_file: str, spec_name: str, variables: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Read, substitute, normalize and validate one spec; sets spec['name']."""
     variables = variables or {}
     specs = read_spec_file(spec_file, variables)
     if spec_name not in specs:
-        raise SpecError(f"spec {spec_name!r} not in {spec_file}{did_you_mean(spec_name, specs)} (it has: {', '.join(specs) or 'none'})")
+        raise SpecError(
+            f"spec {spec_name!r} not in {spec_file}{did_you_mean(spec_name, specs)} (it has: {', '.join(specs) or 'none'})"
+        )
     spec = specs[spec_name]
     if not isinstance(spec, dict):
         raise SpecError(f"{spec_name}: a spec must be a mapping, got {type(spec).__name__}")
@@ -151,24 +182,35 @@ def _type_ok(value: Any, type_spec: str) -> bool:
     if kind == "any":
         return True
     if kind == "int":
-        return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and value.is_integer())
+        return not isinstance(value, bool) and (
+            isinstance(value, int) or isinstance(value, float) and value.is_integer()
+        )
     if kind == "float":
         return not isinstance(value, bool) and isinstance(value, int | float)
     return isinstance(value, {"bool": bool, "str": str, "list": list, "dict": dict}[kind])
 
 
-def _check_keys(section: dict[str, Any], allowed: dict[str, str], path: str, extra_ok: set[str] | None = None) -> None:
+def _check_keys(
+    section: dict[str, Any], allowed: dict[str, str], path: str, extra_ok: set[str] | None = None
+) -> None:
     for key, value in section.items():
         full = f"{path}.{key}" if path else key
         if full in schema.DEPRECATED:
             meaning = schema.DEPRECATED[full]
-            logger.warning(f"{full}: ignored (SLM Lab v5 never read it)" + (f"; its likely meaning is {meaning}" if meaning else ""))
+            logger.warning(
+                f"{full}: ignored (SLM Lab v5 never read it)"
+                + (f"; its likely meaning is {meaning}" if meaning else "")
+            )
             continue
         if key in allowed:
             if not _type_ok(value, allowed[key]):
-                raise SpecError(f"{full}: expected {allowed[key].rstrip('?')}{' or null' if allowed[key].endswith('?') else ''}, got {value!r}")
+                raise SpecError(
+                    f"{full}: expected {allowed[key].rstrip('?')}{' or null' if allowed[key].endswith('?') else ''}, got {value!r}"
+                )
         elif not (extra_ok and key in extra_ok):
-            raise SpecError(f"{full}: unknown key{did_you_mean(key, list(allowed) + list(extra_ok or []))}")
+            raise SpecError(
+                f"{full}: unknown key{did_you_mean(key, list(allowed) + list(extra_ok or []))}"
+            )
 
 
 def _check_schedule(spec: Any, path: str) -> None:
@@ -176,17 +218,23 @@ def _check_schedule(spec: Any, path: str) -> None:
         return
     _check_keys(spec, schema.SCHEDULE_KEYS, path)
     if spec.get("name") not in SCHEDULE_NAMES:
-        raise SpecError(f"{path}.name: {spec.get('name')!r} is not a schedule{did_you_mean(str(spec.get('name')), SCHEDULE_NAMES)} (one of {', '.join(SCHEDULE_NAMES)})")
+        raise SpecError(
+            f"{path}.name: {spec.get('name')!r} is not a schedule{did_you_mean(str(spec.get('name')), SCHEDULE_NAMES)} (one of {', '.join(SCHEDULE_NAMES)})"
+        )
     if "start_val" not in spec:
         raise SpecError(f"{path}.start_val: required")
 
 
 def _positive(value: Any, path: str, allow_zero: bool = False) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise SpecError(f"{path}: expected a number, got {value!r}")
     if value is not None and (value < 0 or (value == 0 and not allow_zero)):
         raise SpecError(f"{path}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
 
-def _check_torch_name(spec: dict[str, Any] | None, path: str, module: Any, extra: tuple[str, ...] = ()) -> None:
+def _check_torch_name(
+    spec: dict[str, Any] | None, path: str, module: Any, extra: tuple[str, ...] = ()
+) -> None:
     if spec is None:
         return
     if not isinstance(spec, dict) or "name" not in spec:
@@ -194,26 +242,40 @@ def _check_torch_name(spec: dict[str, Any] | None, path: str, module: Any, extra
     name = spec["name"]
     if name not in extra and not hasattr(module, name):
         options = [n for n in dir(module) if not n.startswith("_")] + list(extra)
-        raise SpecError(f"{path}.name: {name!r} is not in {module.__name__}{did_you_mean(name, options)}")
+        raise SpecError(
+            f"{path}.name: {name!r} is not in {module.__name__}{did_you_mean(name, options)}"
+        )
 
 
 def _check_net(net: dict[str, Any], path: str) -> None:
-    role_types = {f"{role}_{k}": schema.NET[k] for role in ("actor", "critic") for k in schema.NET_ROLE_KEYS}
+    role_types = {
+        f"{role}_{k}": schema.NET[k] for role in ("actor", "critic") for k in schema.NET_ROLE_KEYS
+    }
     _check_keys(net, {**schema.NET, **role_types}, path)
     if net.get("type") not in schema.NET_TYPES:
-        raise SpecError(f"{path}.type: {net.get('type')!r} is not available{did_you_mean(str(net.get('type')), schema.NET_TYPES)} (available: {', '.join(schema.NET_TYPES)})")
-    for key in [k for k in net if k.endswith("hid_layers_activation") or k.endswith("out_layer_activation")]:
+        raise SpecError(
+            f"{path}.type: {net.get('type')!r} is not available{did_you_mean(str(net.get('type')), schema.NET_TYPES)} (available: {', '.join(schema.NET_TYPES)})"
+        )
+    for key in [
+        k for k in net if k.endswith("hid_layers_activation") or k.endswith("out_layer_activation")
+    ]:
         if net[key] is not None and net[key].lower() not in net_util.activation_names():
-            raise SpecError(f"{path}.{key}: {net[key]!r} is not a torch activation{did_you_mean(net[key].lower(), net_util.activation_names())}")
+            raise SpecError(
+                f"{path}.{key}: {net[key]!r} is not a torch activation{did_you_mean(net[key].lower(), net_util.activation_names())}"
+            )
     for key in [k for k in net if k.endswith("init_fn")]:
         if net[key] is not None and not hasattr(torch.nn.init, net[key]):
-            raise SpecError(f"{path}.{key}: {net[key]!r} is not in torch.nn.init{did_you_mean(net[key], dir(torch.nn.init))}")
+            raise SpecError(
+                f"{path}.{key}: {net[key]!r} is not in torch.nn.init{did_you_mean(net[key], dir(torch.nn.init))}"
+            )
     for key in [k for k in net if k.endswith("optim_spec")]:
         _check_torch_name(net[key], f"{path}.{key}", torch.optim)
         if net[key] is not None and "lr" in net[key]:
             _positive(net[key]["lr"], f"{path}.{key}.lr")
     for key in [k for k in net if k.endswith("lr_scheduler_spec")]:
-        _check_torch_name(net[key], f"{path}.{key}", torch.optim.lr_scheduler, net_util.CUSTOM_SCHEDULERS)
+        _check_torch_name(
+            net[key], f"{path}.{key}", torch.optim.lr_scheduler, net_util.CUSTOM_SCHEDULERS
+        )
         sch = net[key]
         if sch is not None and sch["name"] in net_util.CUSTOM_SCHEDULERS:
             for req in ("frame",) + (("min_factor",) if sch["name"] == "LinearToMin" else ()):
@@ -235,14 +297,18 @@ def _env_spaces(env: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
         gym.spec(name)
     except gym.error.Error:
         ids = list(gym.registry.keys())
-        raise SpecError(f"env.name: {name!r} is not a Gymnasium env id{did_you_mean(name, ids)}") from None
+        raise SpecError(
+            f"env.name: {name!r} is not a Gymnasium env id{did_you_mean(name, ids)}"
+        ) from None
     kwargs = env_kwargs(env)
     try:
         e = gym.make(name, **kwargs)
     except TypeError as err:
         bad = re.search(r"unexpected keyword argument '(\w+)'", str(err))
         key = bad.group(1) if bad else next(iter(kwargs), "?")
-        raise SpecError(f"env.{key}: unknown key (not an SLM Lab env key, nor an argument of {name}){did_you_mean(key, schema.ENV)}") from None
+        raise SpecError(
+            f"env.{key}: unknown key (not an SLM Lab env key, nor an argument of {name}){did_you_mean(key, schema.ENV)}"
+        ) from None
     except gym.error.Error as err:
         raise SpecError(f"env.name: {name!r} cannot be made: {err}") from None
     spaces = (e.observation_space, e.action_space)
@@ -269,7 +335,9 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
 
     name = algo["name"]
     if name not in ALGORITHMS:
-        raise SpecError(f"agent.algorithm.name: {name!r} is not available{did_you_mean(name, ALGORITHMS)} (available: {', '.join(ALGORITHMS)})")
+        raise SpecError(
+            f"agent.algorithm.name: {name!r} is not available{did_you_mean(name, ALGORITHMS)} (available: {', '.join(ALGORITHMS)})"
+        )
     for key in ("explore_var_spec", "entropy_coef_spec", "clip_eps_spec"):
         _check_schedule(algo.get(key), f"agent.algorithm.{key}")
     gamma = algo.get("gamma")
@@ -278,14 +346,25 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
     lam = algo.get("lam")
     if lam is not None and not 0 <= lam <= 1:
         raise SpecError(f"agent.algorithm.lam: must be in [0, 1], got {lam!r}")
-    for key in ("training_frequency", "time_horizon", "minibatch_size", "training_epoch", "num_unrolls", "num_step_returns"):
+    for key in (
+        "training_frequency",
+        "time_horizon",
+        "minibatch_size",
+        "training_epoch",
+        "num_unrolls",
+        "num_step_returns",
+    ):
         _positive(algo.get(key), f"agent.algorithm.{key}")
     policy = algo.get("action_policy") or "default"
     if policy not in schema.ACTION_POLICIES:
-        raise SpecError(f"agent.algorithm.action_policy: {policy!r} is not one of {', '.join(schema.ACTION_POLICIES)}{did_you_mean(policy, schema.ACTION_POLICIES)}")
+        raise SpecError(
+            f"agent.algorithm.action_policy: {policy!r} is not one of {', '.join(schema.ACTION_POLICIES)}{did_you_mean(policy, schema.ACTION_POLICIES)}"
+        )
     pdtype = algo.get("action_pdtype") or "default"
     if pdtype not in schema.ACTION_PDTYPES:
-        raise SpecError(f"agent.algorithm.action_pdtype: {pdtype!r} is not one of {', '.join(schema.ACTION_PDTYPES)}")
+        raise SpecError(
+            f"agent.algorithm.action_pdtype: {pdtype!r} is not one of {', '.join(schema.ACTION_PDTYPES)}"
+        )
 
     _positive(env.get("max_frame"), "env.max_frame")
     if env.get("max_frame") is None:
@@ -293,7 +372,13 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
     _positive(env.get("num_envs"), "env.num_envs")
     _positive(env.get("max_t"), "env.max_t")
     if env.get("vectorization_mode") not in (None, "sync", "async"):
-        raise SpecError(f"env.vectorization_mode: must be sync or async, got {env['vectorization_mode']!r}")
+        raise SpecError(
+            f"env.vectorization_mode: must be sync or async, got {env['vectorization_mode']!r}"
+        )
+    if meta.get("distributed") not in (None, False, "false"):
+        raise SpecError(
+            f"meta.distributed: {meta['distributed']!r} is not available yet; use false"
+        )
     _positive(meta.get("log_frequency"), "meta.log_frequency")
     _positive(meta.get("max_session"), "meta.max_session")
     _positive(meta.get("max_trial"), "meta.max_trial")
@@ -303,32 +388,50 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
             raise SpecError(f"agent.net: required by {name}")
         mem = (agent.get("memory") or {}).get("name")
         if mem not in MEMORIES:
-            raise SpecError(f"agent.memory.name: {mem!r} is not available{did_you_mean(str(mem), MEMORIES)} (available: {', '.join(MEMORIES)})")
+            raise SpecError(
+                f"agent.memory.name: {mem!r} is not available{did_you_mean(str(mem), MEMORIES)} (available: {', '.join(MEMORIES)})"
+            )
         if name in ("ActorCritic", "PPO") and mem != "OnPolicyBatchReplay":
-            raise SpecError(f"agent.memory.name: {name} trains on batches of steps; use OnPolicyBatchReplay, got {mem!r}")
+            raise SpecError(
+                f"agent.memory.name: {name} trains on batches of steps; use OnPolicyBatchReplay, got {mem!r}"
+            )
         if name == "PPO":
             for key in ("time_horizon", "minibatch_size", "training_epoch"):
                 if algo.get(key) is None:
                     raise SpecError(f"agent.algorithm.{key}: required by PPO")
-            batch = int(algo["time_horizon"]) * int(algo.get("num_unrolls") or 1) * int(env.get("num_envs") or 1)
+            batch = (
+                int(algo["time_horizon"])
+                * int(algo.get("num_unrolls") or 1)
+                * int(env.get("num_envs") or 1)
+            )
             if algo["minibatch_size"] > batch:
-                raise SpecError(f"agent.algorithm.minibatch_size: {algo['minibatch_size']} is larger than the batch of {batch} (time_horizon x num_unrolls x num_envs)")
+                raise SpecError(
+                    f"agent.algorithm.minibatch_size: {algo['minibatch_size']} is larger than the batch of {batch} (time_horizon x num_unrolls x num_envs)"
+                )
         elif algo.get("training_frequency") is None:
             raise SpecError(f"agent.algorithm.training_frequency: required by {name}")
 
     _, action_space = _env_spaces(env)
     if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.Box):
-        raise SpecError(f"env.name: {env['name']} has a {type(action_space).__name__} action space; SLM Lab supports Discrete and Box")
+        raise SpecError(
+            f"env.name: {env['name']} has a {type(action_space).__name__} action space; SLM Lab supports Discrete and Box"
+        )
     discrete = isinstance(action_space, gym.spaces.Discrete)
     if ALGORITHMS[name].discrete_only and not discrete:
-        raise SpecError(f"agent.algorithm.name: {name} needs a discrete action space; {env['name']} has a continuous (Box) one")
+        raise SpecError(
+            f"agent.algorithm.name: {name} needs a discrete action space; {env['name']} has a continuous (Box) one"
+        )
     if policy in ("epsilon_greedy", "boltzmann"):
         if not discrete:
-            raise SpecError(f"agent.algorithm.action_policy: {policy} needs a discrete action space; {env['name']} has a continuous (Box) one")
+            raise SpecError(
+                f"agent.algorithm.action_policy: {policy} needs a discrete action space; {env['name']} has a continuous (Box) one"
+            )
         if not algo.get("explore_var_spec"):
             raise SpecError(f"agent.algorithm.explore_var_spec: required by action_policy {policy}")
     if pdtype != "default" and (pdtype == "Categorical") != discrete:
-        raise SpecError(f"agent.algorithm.action_pdtype: {pdtype} does not fit the {type(action_space).__name__} action space of {env['name']}")
+        raise SpecError(
+            f"agent.algorithm.action_pdtype: {pdtype} does not fit the {type(action_space).__name__} action space of {env['name']}"
+        )
 
     for key, value in (spec.get("search") or {}).items():
         _check_search(key, value, "search")
@@ -339,7 +442,9 @@ def _check_search(key: str, value: Any, path: str) -> None:
     if "__" in key:
         dist = key.rsplit("__", 1)[1]
         if dist not in schema.SEARCH_DISTS:
-            raise SpecError(f"{full}: {dist!r} is not a search distribution{did_you_mean(dist, schema.SEARCH_DISTS)}")
+            raise SpecError(
+                f"{full}: {dist!r} is not a search distribution{did_you_mean(dist, schema.SEARCH_DISTS)}"
+            )
     elif isinstance(value, dict):
         for k, v in value.items():
             _check_search(k, v, full)
@@ -347,4 +452,6 @@ def _check_search(key: str, value: Any, path: str) -> None:
         for k, v in value[0].items():
             _check_search(k, v, full)
     else:
-        raise SpecError(f"{full}: a search leaf must be named <param>__<distribution>, e.g. lr__loguniform")
+        raise SpecError(
+            f"{full}: a search leaf must be named <param>__<distribution>, e.g. lr__loguniform"
+        )

@@ -12,7 +12,9 @@ from slm_lab.lib.math_util import calc_gaes, calc_nstep_returns, calc_returns
 
 
 class ActorCritic(PolicyGradient):
-    def calc_advs_v_targets(self, batch: dict[str, torch.Tensor], values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def calc_advs_v_targets(
+        self, batch: dict[str, torch.Tensor], values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantages and value targets, [T, N]; `values` are V(s_t) in env units (no grad)."""
         T, N = batch["rewards"].shape
         with torch.no_grad():
@@ -20,10 +22,14 @@ class ActorCritic(PolicyGradient):
         rewards, terminateds, dones = batch["rewards"], batch["terminateds"], batch["dones"]
         lam, n = self.algorithm_spec.get("lam"), self.algorithm_spec.get("num_step_returns")
         if lam is not None:
-            advs = calc_gaes(rewards, terminateds, dones, values, next_values, self.gamma, float(lam))
+            advs = calc_gaes(
+                rewards, terminateds, dones, values, next_values, self.gamma, float(lam)
+            )
             return advs, advs + values
         if n is not None:
-            v_targets = calc_nstep_returns(rewards, terminateds, dones, next_values, self.gamma, int(n))
+            v_targets = calc_nstep_returns(
+                rewards, terminateds, dones, next_values, self.gamma, int(n)
+            )
         else:
             v_targets = calc_returns(rewards, dones, self.gamma)
         return v_targets - values, v_targets
@@ -41,7 +47,11 @@ class ActorCritic(PolicyGradient):
         policy_loss = -(log_probs * advs).mean()
         val_loss = self.loss_fn(v_preds, self.norm_v(v_targets))
         entropy = entropy.mean()
-        loss = policy_loss - self.entropy_coef.val * entropy + float(self.algorithm_spec.get("val_loss_coef", 0.5)) * val_loss
+        loss = (
+            policy_loss
+            - self.entropy_coef.val * entropy
+            + float(self.algorithm_spec.get("val_loss_coef", 0.5)) * val_loss
+        )
         self.optimize(loss, self.clip_nets, self.clip_vals)
         self.entropy = entropy.item()
         return loss.item()

@@ -37,7 +37,9 @@ class Algorithm:
         self.obs_shape = env.observation_space.shape
         self.discrete = env.is_discrete
         self.action_space = env.action_space
-        self.action_dim = env.action_space.n if self.discrete else int(np.prod(env.action_space.shape))
+        self.action_dim = (
+            env.action_space.n if self.discrete else int(np.prod(env.action_space.shape))
+        )
         self.loss = math.nan
         self.entropy = math.nan
         self.optims: list[torch.optim.Optimizer] = []
@@ -68,7 +70,14 @@ class Algorithm:
         action_dtype = np.int64 if isinstance(act_space, gym.spaces.Discrete) else np.float32
         obs_dtype = np.float32 if obs_space.dtype == np.float64 else obs_space.dtype
         cls = MEMORIES[self.memory_spec["name"]]
-        return cls(self.memory_size(), self.env.num_envs, obs_space.shape, obs_dtype, action_shape, action_dtype)
+        return cls(
+            self.memory_size(),
+            self.env.num_envs,
+            obs_space.shape,
+            obs_dtype,
+            action_shape,
+            action_dtype,
+        )
 
     def to_tensor(self, x: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -78,7 +87,15 @@ class Algorithm:
         actions = self.select_actions(self.to_tensor(obs).float())
         return actions.cpu().numpy()
 
-    def update(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray) -> None:
+    def update(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminateds: np.ndarray,
+        truncateds: np.ndarray,
+    ) -> None:
         """Store the transitions; train when the memory is ready; advance schedules."""
         if self.eval_mode:
             return
@@ -92,10 +109,15 @@ class Algorithm:
     def update_schedules(self) -> None:
         self.explore_var.update(self.clock.frame, self.eval_mode)
 
-    def optimize(self, loss: torch.Tensor, nets: list[torch.nn.Module], clip_grad_vals: list[float | None]) -> bool:
+    def optimize(
+        self, loss: torch.Tensor, nets: list[torch.nn.Module], clip_grad_vals: list[float | None]
+    ) -> bool:
         """Backprop `loss` and step every optimizer; skip (with a warning) a non-finite loss."""
         if not torch.isfinite(loss):
-            warn_rate_limited("nonfinite_loss", f"skipping an update with non-finite loss {loss.item()} at frame {self.clock.frame}")
+            warn_rate_limited(
+                "nonfinite_loss",
+                f"skipping an update with non-finite loss {loss.item()} at frame {self.clock.frame}",
+            )
             return False
         for optim in self.optims:
             optim.zero_grad(set_to_none=True)
@@ -114,7 +136,12 @@ class Algorithm:
 
     def metrics(self) -> dict[str, float]:
         """Values for the checkpoint row (DESIGN §5)."""
-        return {"loss": self.loss, "lr": self.lr, "entropy": self.entropy, "explore_var": self.explore_var.val}
+        return {
+            "loss": self.loss,
+            "lr": self.lr,
+            "entropy": self.entropy,
+            "explore_var": self.explore_var.val,
+        }
 
     def modules(self) -> dict[str, torch.nn.Module]:
         """Named nets whose weights make up the model checkpoint."""

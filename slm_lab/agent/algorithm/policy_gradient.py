@@ -17,7 +17,9 @@ class PolicyGradient(Algorithm):
 
     def init_nets(self) -> None:
         obs_dim = int(torch.tensor(self.obs_shape).prod().item())
-        self.nets = PolicyNets(self.net_spec, obs_dim, self.discrete, self.action_dim, self.with_critic).to(self.device)
+        self.nets = PolicyNets(
+            self.net_spec, obs_dim, self.discrete, self.action_dim, self.with_critic
+        ).to(self.device)
         parts = self.nets.parts()
         if len(parts) > 1 and self.net_spec.get("use_same_optim"):
             # one optimizer, the actor's, over both nets
@@ -25,10 +27,18 @@ class PolicyGradient(Algorithm):
             self.optims = [net_util.build_optim(self._optim_spec(parts[0][1]), params)]
             scheduler_specs = [parts[0][1].get("lr_scheduler_spec")]
         else:
-            self.optims = [net_util.build_optim(self._optim_spec(spec), net.parameters()) for net, spec in parts]
+            self.optims = [
+                net_util.build_optim(self._optim_spec(spec), net.parameters())
+                for net, spec in parts
+            ]
             scheduler_specs = [spec.get("lr_scheduler_spec") for _, spec in parts]
         self.lr_schedulers = [
-            s for s in (net_util.build_lr_scheduler(spec, o, self.clock) for spec, o in zip(scheduler_specs, self.optims, strict=True)) if s is not None
+            s
+            for s in (
+                net_util.build_lr_scheduler(spec, o, self.clock)
+                for spec, o in zip(scheduler_specs, self.optims, strict=True)
+            )
+            if s is not None
         ]
         self.clip_nets = [net for net, _ in parts]
         self.clip_vals = [spec.get("clip_grad_val") for _, spec in parts]
@@ -47,16 +57,24 @@ class PolicyGradient(Algorithm):
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
         mean, log_std = self.nets.pdparam(obs)
         if not self.discrete:
-            return mean if self.eval_mode and self.action_policy == "greedy" else D.normal_sample(mean, log_std)
+            return (
+                mean
+                if self.eval_mode and self.action_policy == "greedy"
+                else D.normal_sample(mean, log_std)
+            )
         if self.action_policy == "epsilon_greedy":
             greedy = mean.argmax(-1)
             random = torch.randint_like(greedy, self.action_dim)
-            return torch.where(torch.rand_like(greedy, dtype=torch.float32) < self.explore_var.val, random, greedy)
+            return torch.where(
+                torch.rand_like(greedy, dtype=torch.float32) < self.explore_var.val, random, greedy
+            )
         if self.action_policy == "boltzmann":
             return D.categorical_sample(mean / self.explore_var.val)
         return D.categorical_sample(mean)
 
-    def log_prob_entropy(self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_prob_entropy(
+        self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.discrete:
             return D.categorical_log_prob(mean, actions), D.categorical_entropy(mean)
         return D.normal_log_prob(mean, log_std, actions), D.normal_entropy(log_std)

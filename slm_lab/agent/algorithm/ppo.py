@@ -26,7 +26,9 @@ class PPO(ActorCritic):
         self.clip_eps = VarScheduler(self.algorithm_spec.get("clip_eps_spec"), default=0.2)
 
     def memory_size(self) -> int:
-        return int(self.algorithm_spec["time_horizon"]) * int(self.algorithm_spec.get("num_unrolls") or 1)
+        return int(self.algorithm_spec["time_horizon"]) * int(
+            self.algorithm_spec.get("num_unrolls") or 1
+        )
 
     def train(self) -> float:
         batch = self.memory.sample(self.device)
@@ -65,7 +67,9 @@ class PPO(ActorCritic):
                 if clip_vloss:
                     old_v = old_v_preds[idx]
                     v_clipped = old_v + (v_preds - old_v).clamp(-eps, eps)
-                    val_loss = torch.max((v_preds - v_targets[idx]).pow(2), (v_clipped - v_targets[idx]).pow(2)).mean()
+                    val_loss = torch.max(
+                        (v_preds - v_targets[idx]).pow(2), (v_clipped - v_targets[idx]).pow(2)
+                    ).mean()
                 else:
                     val_loss = self.loss_fn(v_preds, v_targets[idx])
                 entropy = entropy.mean()

@@ -5,8 +5,6 @@ R_t is the discounted return to the episode end (or to the batch end with OnPoli
 centered by its batch mean when `center_return` is set (a constant baseline).
 """
 
-import torch
-
 from slm_lab.agent.algorithm.policy_gradient import PolicyGradient, flat
 from slm_lab.lib.math_util import calc_returns
 

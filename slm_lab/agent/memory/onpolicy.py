@@ -13,7 +13,13 @@ import torch
 FIELDS = ("obs", "actions", "rewards", "next_obs", "terminateds", "dones")
 
 
-def _alloc(shape_prefix: tuple[int, ...], obs_shape: tuple[int, ...], obs_dtype: np.dtype, action_shape: tuple[int, ...], action_dtype: np.dtype) -> dict[str, np.ndarray]:
+def _alloc(
+    shape_prefix: tuple[int, ...],
+    obs_shape: tuple[int, ...],
+    obs_dtype: np.dtype,
+    action_shape: tuple[int, ...],
+    action_dtype: np.dtype,
+) -> dict[str, np.ndarray]:
     return {
         "obs": np.zeros(shape_prefix + obs_shape, dtype=obs_dtype),
         "actions": np.zeros(shape_prefix + action_shape, dtype=action_dtype),
@@ -29,13 +35,29 @@ class OnPolicyBatchReplay:
 
     is_episodic = False
 
-    def __init__(self, size: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype, action_shape: tuple[int, ...], action_dtype: np.dtype) -> None:
+    def __init__(
+        self,
+        size: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> None:
         self.size = size
         self.num_envs = num_envs
         self.data = _alloc((size, num_envs), obs_shape, obs_dtype, action_shape, action_dtype)
         self.ptr = 0
 
-    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray) -> None:
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminateds: np.ndarray,
+        truncateds: np.ndarray,
+    ) -> None:
         d, i = self.data, self.ptr
         d["obs"][i] = obs
         d["actions"][i] = actions
@@ -54,7 +76,10 @@ class OnPolicyBatchReplay:
         return {k: torch.as_tensor(v, device=device) for k, v in self.data.items()}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"ptr": self.ptr, "data": {k: torch.from_numpy(v.copy()) for k, v in self.data.items()}}
+        return {
+            "ptr": self.ptr,
+            "data": {k: torch.from_numpy(v.copy()) for k, v in self.data.items()},
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.ptr = state["ptr"]
@@ -72,14 +97,24 @@ class OnPolicyReplay:
     is_episodic = True
     INITIAL_CAPACITY = 1024
 
-    def __init__(self, training_frequency: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype, action_shape: tuple[int, ...], action_dtype: np.dtype) -> None:
+    def __init__(
+        self,
+        training_frequency: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> None:
         self.training_frequency = training_frequency
         self.num_envs = num_envs
         self._shapes = (obs_shape, obs_dtype, action_shape, action_dtype)
         self.capacity = self.INITIAL_CAPACITY
         self.data = _alloc((num_envs, self.capacity), *self._shapes)
         self.ptr = np.zeros(num_envs, dtype=np.int64)
-        self.last_end = np.zeros(num_envs, dtype=np.int64)  # index after each env's last finished episode
+        self.last_end = np.zeros(
+            num_envs, dtype=np.int64
+        )  # index after each env's last finished episode
         self.num_episodes = 0
         self._rows = np.arange(num_envs)
 
@@ -89,7 +124,15 @@ class OnPolicyReplay:
             new[k][:, : self.capacity] = v
         self.data, self.capacity = new, self.capacity * 2
 
-    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray) -> None:
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminateds: np.ndarray,
+        truncateds: np.ndarray,
+    ) -> None:
         if self.ptr.max() >= self.capacity:
             self._grow()
         d, rows, cols = self.data, self._rows, self.ptr
@@ -111,7 +154,8 @@ class OnPolicyReplay:
     def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
         """Every finished episode as a [B, 1, ...] sequence; unfinished ones stay."""
         batch = {
-            k: np.concatenate([v[e, : self.last_end[e]] for e in range(self.num_envs)])[:, None] for k, v in self.data.items()
+            k: np.concatenate([v[e, : self.last_end[e]] for e in range(self.num_envs)])[:, None]
+            for k, v in self.data.items()
         }
         for e in range(self.num_envs):  # move each env's unfinished episode to the front
             end, ptr = self.last_end[e], self.ptr[e]

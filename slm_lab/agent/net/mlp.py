@@ -50,10 +50,14 @@ class MLPNet(nn.Module):
                 net_util.init_layer(head, init_fn, None)
             self.heads.append(head)
         self.out_activation = (
-            net_util.get_activation(net_spec["out_layer_activation"]) if net_spec.get("out_layer_activation") else None
+            net_util.get_activation(net_spec["out_layer_activation"])
+            if net_spec.get("out_layer_activation")
+            else None
         )
         self.log_std = (
-            nn.Parameter(torch.full((log_std_dim,), float(net_spec.get("log_std_init", 0.0)))) if log_std_dim else None
+            nn.Parameter(torch.full((log_std_dim,), float(net_spec.get("log_std_init", 0.0))))
+            if log_std_dim
+            else None
         )
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:

@@ -8,10 +8,21 @@ from torch import nn
 
 from slm_lab.env.clock import Clock
 
-_ACTIVATIONS = {name.lower(): cls for name, cls in vars(nn.modules.activation).items() if isinstance(cls, type) and issubclass(cls, nn.Module)}
+_ACTIVATIONS = {
+    name.lower(): cls
+    for name, cls in vars(nn.modules.activation).items()
+    if isinstance(cls, type) and issubclass(cls, nn.Module)
+}
 _ACTIVATIONS.update({"linear": nn.Identity, "identity": nn.Identity, "leaky_relu": nn.LeakyReLU})
 # torch.nn.init.calculate_gain's names for our activations (the others get gain 1)
-_GAIN_NAMES = {"relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid", "leakyrelu": "leaky_relu", "leaky_relu": "leaky_relu", "selu": "selu"}
+_GAIN_NAMES = {
+    "relu": "relu",
+    "tanh": "tanh",
+    "sigmoid": "sigmoid",
+    "leakyrelu": "leaky_relu",
+    "leaky_relu": "leaky_relu",
+    "selu": "selu",
+}
 CUSTOM_SCHEDULERS = ("LinearToZero", "LinearToMin")
 
 
@@ -23,7 +34,9 @@ def activation_names() -> list[str]:
     return sorted(_ACTIVATIONS)
 
 
-def init_layer(layer: nn.Linear, init_fn: str | None, activation: str | None, gain: float | None = None) -> None:
+def init_layer(
+    layer: nn.Linear, init_fn: str | None, activation: str | None, gain: float | None = None
+) -> None:
     """Init a linear layer's weight with `torch.nn.init.<init_fn>` and zero its bias.
 
     Functions that take a gain (orthogonal_, xavier_*) get `gain` or the activation's
@@ -55,7 +68,9 @@ def build_loss(loss_spec: dict[str, Any] | None) -> nn.Module:
     return getattr(nn, spec.pop("name"))(**spec)
 
 
-def build_lr_scheduler(spec: dict[str, Any] | None, optim: torch.optim.Optimizer, clock: Clock) -> torch.optim.lr_scheduler.LRScheduler | None:
+def build_lr_scheduler(
+    spec: dict[str, Any] | None, optim: torch.optim.Optimizer, clock: Clock
+) -> torch.optim.lr_scheduler.LRScheduler | None:
     """Any torch.optim.lr_scheduler by name, plus frame-based LinearToZero and LinearToMin.
 
     The custom ones read the clock, so the LR follows frames exactly, also after a resume.
@@ -66,7 +81,9 @@ def build_lr_scheduler(spec: dict[str, Any] | None, optim: torch.optim.Optimizer
     name = spec.pop("name")
     if name == "LinearToZero":
         total = float(spec["frame"])
-        return torch.optim.lr_scheduler.LambdaLR(optim, lambda _: max(0.0, 1.0 - clock.frame / total))
+        return torch.optim.lr_scheduler.LambdaLR(
+            optim, lambda _: max(0.0, 1.0 - clock.frame / total)
+        )
     if name == "LinearToMin":
         total, min_factor = float(spec["frame"]), float(spec["min_factor"])
         return torch.optim.lr_scheduler.LambdaLR(

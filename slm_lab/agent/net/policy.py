@@ -18,7 +18,14 @@ class PolicyNets(nn.Module):
     log-std head.
     """
 
-    def __init__(self, net_spec: dict[str, Any], obs_dim: int, discrete: bool, action_dim: int, with_critic: bool) -> None:
+    def __init__(
+        self,
+        net_spec: dict[str, Any],
+        obs_dim: int,
+        discrete: bool,
+        action_dim: int,
+        with_critic: bool,
+    ) -> None:
         super().__init__()
         self.actor_spec = role_spec(net_spec, "actor")
         self.critic_spec = role_spec(net_spec, "critic")
@@ -31,14 +38,24 @@ class PolicyNets(nn.Module):
         critic_gain = self.critic_spec.get("init_std")
         log_std_dim = action_dim if state_independent_std else 0
         if self.shared:
-            self.net = MLPNet(self.actor_spec, obs_dim, pd_dims + [1], [actor_gain] * len(pd_dims) + [critic_gain], log_std_dim)
+            self.net = MLPNet(
+                self.actor_spec,
+                obs_dim,
+                pd_dims + [1],
+                [actor_gain] * len(pd_dims) + [critic_gain],
+                log_std_dim,
+            )
         else:
-            self.actor = MLPNet(self.actor_spec, obs_dim, pd_dims, [actor_gain] * len(pd_dims), log_std_dim)
+            self.actor = MLPNet(
+                self.actor_spec, obs_dim, pd_dims, [actor_gain] * len(pd_dims), log_std_dim
+            )
             if with_critic:
                 self.critic = MLPNet(self.critic_spec, obs_dim, [1], [critic_gain])
         self.n_pd = len(pd_dims)
 
-    def _split(self, outs: list[torch.Tensor], net: MLPNet) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _split(
+        self, outs: list[torch.Tensor], net: MLPNet
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.discrete:
             return outs[0], None
         if net.log_std is not None:
@@ -54,7 +71,9 @@ class PolicyNets(nn.Module):
             return self.net(obs)[-1].squeeze(-1)
         return self.critic(obs)[0].squeeze(-1)
 
-    def pdparam_value(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def pdparam_value(
+        self, obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         if self.shared:
             outs = self.net(obs)
             mean, log_std = self._split(outs[: self.n_pd], self.net)

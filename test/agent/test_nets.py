@@ -1,0 +1,129 @@
+"""Nets built from a spec: head init std, LR schedulers driven by the clock, optimizer sharing."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_spec
+
+from slm_lab.agent import Agent
+from slm_lab.agent.net import net_util
+from slm_lab.env import VecEnv
+
+
+def build(spec: dict) -> Agent:
+    env = VecEnv(spec["env"], seed=0)
+    return Agent(spec["agent"], env)
+
+
+@pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
+def test_actor_and_critic_head_init_std(env_name: str) -> None:
+    spec = make_spec("ppo", env_name)
+    spec["agent"]["net"]["hid_layers"] = [64, 64]
+    torch.manual_seed(0)
+    nets = build(spec).algorithm.nets
+    actor_head, critic_head = nets.actor.heads[0].weight, nets.critic.heads[0].weight
+    assert actor_head.std().item() < 0.05
+    assert actor_head.abs().max().item() < 0.05
+    assert critic_head.std().item() > 0.05  # orthogonal gain 1 on a 1 x 64 row: std ~ 1/8
+    assert nets.actor.heads[0].bias.abs().max().item() == 0.0
+    # the body keeps its own init: a hidden layer is far from tiny
+    assert nets.actor.body[0].weight.std().item() > 0.1
+
+
+def test_shared_net_heads_get_their_role_std() -> None:
+    spec = make_spec("a2c_gae")
+    spec["agent"]["net"].update(shared=True, hid_layers=[64])
+    torch.manual_seed(0)
+    net = build(spec).algorithm.nets.net
+    policy_head, value_head = net.heads[0].weight, net.heads[-1].weight
+    assert policy_head.std().item() < 0.05
+    assert value_head.std().item() > 0.05
+
+
+def lrs(agent: Agent) -> list[float]:
+    return [o.param_groups[0]["lr"] for o in agent.algorithm.optims]
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Detected call of:UserWarning"
+)  # schedulers stepped without training
+def test_lr_scheduler_linear_to_zero_follows_frames() -> None:
+    spec = make_spec("ppo")
+    spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 1000}
+    spec["agent"]["net"]["critic_optim_spec"]["lr"] = 2e-3
+    agent = build(spec)
+    algo, clock = agent.algorithm, agent.env.clock
+    assert len(algo.lr_schedulers) == 2
+    assert lrs(agent) == pytest.approx([1e-3, 2e-3])
+    for frame, factor in ((250, 0.75), (500, 0.5), (1000, 0.0), (1600, 0.0)):
+        clock.frame = frame
+        for scheduler in algo.lr_schedulers:
+            scheduler.step()
+        assert lrs(agent) == pytest.approx([1e-3 * factor, 2e-3 * factor], abs=1e-12)
+    assert lrs(agent) == [0.0, 0.0]
+
+
+def test_lr_reaches_zero_at_frame_through_training() -> None:
+    """Driving the clock by real env steps: PPO trains every 64 frames; LR hits 0 at 256."""
+    spec = make_spec("ppo", max_frame=256)
+    spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 256}
+    agent = build(spec)
+    env = agent.env
+    obs = env.reset()
+    seen = []
+    while not env.done():
+        actions = agent.act(obs)
+        next_obs, rewards, terms, truncs, real_next = env.step(actions)
+        agent.update(obs, actions, rewards, real_next, terms, truncs)
+        obs = next_obs
+        if env.clock.frame % 64 == 0:
+            seen.append(agent.algorithm.lr)
+    assert seen == pytest.approx([1e-3 * (1 - f / 256) for f in (64, 128, 192, 256)])
+    assert agent.algorithm.lr == 0.0
+    assert env.clock.opt_step == 4 * 2 * 2  # 4 trainings x 2 epochs x 2 minibatches of 32
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Detected call of:UserWarning"
+)  # schedulers stepped without training
+def test_linear_to_min_floors_lr() -> None:
+    spec = make_spec("a2c_gae")
+    spec["agent"]["net"]["lr_scheduler_spec"] = {
+        "name": "LinearToMin",
+        "frame": 1000,
+        "min_factor": 0.1,
+    }
+    agent = build(spec)
+    agent.env.clock.frame = 500
+    for scheduler in agent.algorithm.lr_schedulers:
+        scheduler.step()
+    assert lrs(agent) == pytest.approx([1e-3 * 0.55] * 2)
+    agent.env.clock.frame = 5000
+    for scheduler in agent.algorithm.lr_schedulers:
+        scheduler.step()
+    assert lrs(agent) == pytest.approx([1e-4] * 2)
+
+
+def test_use_same_optim_is_one_optimizer_over_both_nets() -> None:
+    spec = make_spec("a2c_gae")
+    spec["agent"]["net"]["use_same_optim"] = True
+    algo = build(spec).algorithm
+    assert len(algo.optims) == 1
+    n_params = sum(p.numel() for p in algo.nets.parameters())
+    assert sum(p.numel() for g in algo.optims[0].param_groups for p in g["params"]) == n_params
+
+
+def test_continuous_policy_state_independent_log_std() -> None:
+    spec = make_spec("ppo", "Pendulum-v1")
+    spec["agent"]["net"]["log_std_init"] = -1.0
+    agent = build(spec)
+    mean, log_std = agent.algorithm.nets.pdparam(torch.zeros(3, 3))
+    assert mean.shape == (3, 1)
+    assert log_std.tolist() == [[-1.0]] * 3
+    actions = agent.act(np.zeros((2, 3), dtype=np.float32))
+    assert actions.shape == (2, 1) and actions.dtype == np.float32
+
+
+def test_get_device() -> None:
+    assert net_util.get_device(False) == torch.device("cpu")
+    assert net_util.get_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -1,0 +1,251 @@
+"""Shared helpers: small specs built in code, spec files in tmp_path, CLI invocation, log capture."""
+
+import contextlib
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from loguru import logger
+from typer.testing import CliRunner, Result
+
+from slm_lab.cli.main import app
+from slm_lab.lib import logger as log_setup
+
+SMALL_NET = {
+    "type": "MLPNet",
+    "shared": False,
+    "hid_layers": [16],
+    "hid_layers_activation": "tanh",
+    "init_fn": "orthogonal_",
+    "actor_init_std": 0.01,
+    "critic_init_std": 1.0,
+    "clip_grad_val": 0.5,
+    "use_same_optim": False,
+    "loss_spec": {"name": "MSELoss"},
+    "actor_optim_spec": {"name": "Adam", "lr": 1e-3},
+    "critic_optim_spec": {"name": "Adam", "lr": 1e-3},
+    "gpu": False,
+}
+ENTROPY = {"name": "no_decay", "start_val": 0.01, "end_val": 0.01, "start_step": 0, "end_step": 0}
+CLIP_EPS = {"name": "no_decay", "start_val": 0.2, "end_val": 0.2, "start_step": 0, "end_step": 0}
+
+ALGORITHM_SPECS: dict[str, dict[str, Any]] = {
+    "random": {"name": "Random"},
+    "reinforce": {
+        "name": "Reinforce",
+        "gamma": 0.99,
+        "center_return": True,
+        "entropy_coef_spec": ENTROPY,
+        "training_frequency": 1,
+    },
+    "a2c_gae": {
+        "name": "ActorCritic",
+        "gamma": 0.99,
+        "lam": 0.95,
+        "entropy_coef_spec": ENTROPY,
+        "val_loss_coef": 0.5,
+        "training_frequency": 16,
+    },
+    "a2c_nstep": {
+        "name": "ActorCritic",
+        "gamma": 0.99,
+        "num_step_returns": 4,
+        "entropy_coef_spec": ENTROPY,
+        "val_loss_coef": 0.5,
+        "training_frequency": 16,
+    },
+    "ppo": {
+        "name": "PPO",
+        "gamma": 0.99,
+        "lam": 0.95,
+        "time_horizon": 32,
+        "minibatch_size": 32,
+        "training_epoch": 2,
+        "val_loss_coef": 0.5,
+        "clip_vloss": False,
+        "clip_eps_spec": CLIP_EPS,
+        "entropy_coef_spec": ENTROPY,
+    },
+}
+MEMORY_OF = {
+    "random": None,
+    "reinforce": "OnPolicyReplay",
+    "a2c_gae": "OnPolicyBatchReplay",
+    "a2c_nstep": "OnPolicyBatchReplay",
+    "ppo": "OnPolicyBatchReplay",
+}
+# columns that depend on the wall clock, so differ between otherwise identical runs
+TIMING_COLUMNS = ["wall_t", "fps"]
+
+
+def make_spec(
+    algo: str = "ppo",
+    env: str = "CartPole-v1",
+    max_frame: int = 400,
+    num_envs: int = 2,
+    log_frequency: int = 100,
+    max_session: int = 1,
+    random_seed: int | None = 42,
+    max_t: int | None = None,
+) -> dict[str, Any]:
+    """A small valid spec for `algo` (a key of ALGORITHM_SPECS) on `env`."""
+    agent: dict[str, Any] = {"name": algo, "algorithm": copy.deepcopy(ALGORITHM_SPECS[algo])}
+    if MEMORY_OF[algo]:
+        agent["memory"] = {"name": MEMORY_OF[algo]}
+        agent["net"] = copy.deepcopy(SMALL_NET)
+    meta: dict[str, Any] = {
+        "distributed": False,
+        "log_frequency": log_frequency,
+        "eval_frequency": log_frequency,
+        "max_session": max_session,
+        "max_trial": 1,
+    }
+    if random_seed is not None:
+        meta["random_seed"] = random_seed
+    return {
+        "agent": agent,
+        "env": {"name": env, "num_envs": num_envs, "max_t": max_t, "max_frame": max_frame},
+        "meta": meta,
+    }
+
+
+def write_spec_file(path: Path, specs: dict[str, Any]) -> Path:
+    """Write `{spec_name: spec}` as JSON (or the raw text if `specs` is a str)."""
+    path.write_text(specs if isinstance(specs, str) else json.dumps(specs, indent=2))
+    return path
+
+
+def invoke(args: list[str]) -> Result:
+    """The Typer app in-process, stdout and stderr apart."""
+    return CliRunner().invoke(app, args)
+
+
+def read_session_df(run_dir: Path, session: int = 0) -> pd.DataFrame:
+    [path] = list((run_dir / "info").glob(f"*_t0_s{session}_session_df.csv"))
+    return pd.read_csv(path)
+
+
+def run_dirs(data_dir: Path) -> list[Path]:
+    return sorted(p for p in data_dir.iterdir() if p.is_dir()) if data_dir.exists() else []
+
+
+@pytest.fixture(autouse=True)
+def _reset_logger() -> Iterator[None]:
+    """A CLI call points loguru at its captured stderr; point it back at the real one afterwards."""
+    yield
+    log_setup.setup("WARNING")
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run with the working directory at tmp_path, so `data/` is local to the test."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def log_messages() -> Iterator[list[str]]:
+    """Loguru messages (WARNING and up) logged during the test."""
+    messages: list[str] = []
+    sink = logger.add(lambda m: messages.append(m.record["message"]), level="WARNING")
+    yield messages
+    with contextlib.suppress(ValueError):  # a CLI call's logger setup may have removed it
+        logger.remove(sink)
+
+
+# -- bad input: each case gives (spec_file, spec_name, -s sets) and a fragment of its one-line error
+SPEC_NAME = "ppo_cartpole"
+EXPLORE = {
+    "name": "linear_decay",
+    "start_val": 1.0,
+    "end_val": 0.1,
+    "start_step": 0,
+    "end_step": 1000,
+}
+BAD_SPECS: dict[str, tuple[dict[str, Any], str]] = {
+    "unknown_key": (
+        {"agent.algorithm.clip_vlos": True},
+        "agent.algorithm.clip_vlos: unknown key; did you mean clip_vloss?",
+    ),
+    "wrong_type": ({"env.num_envs": "four"}, "env.num_envs: expected int or null, got 'four'"),
+    "negative_max_frame": ({"env.max_frame": -100}, "env.max_frame: must be > 0, got -100"),
+    "zero_max_frame": ({"env.max_frame": 0}, "env.max_frame: must be > 0, got 0"),
+    "unresolved_var": (
+        {"env.name": "${env}"},
+        f"{SPEC_NAME}.env.name: unresolved ${{env}}; pass it with -s env=VALUE",
+    ),
+    "unknown_env": (
+        {"env.name": "CartPol-v1"},
+        "env.name: 'CartPol-v1' is not a Gymnasium env id; did you mean CartPole-v1?",
+    ),
+    "minibatch_too_large": (
+        {"agent.algorithm.minibatch_size": 1000},
+        "agent.algorithm.minibatch_size: 1000 is larger than the batch of 64",
+    ),
+    "epsilon_greedy_continuous": (
+        {
+            "env.name": "Pendulum-v1",
+            "agent.algorithm.action_policy": "epsilon_greedy",
+            "agent.algorithm.explore_var_spec": EXPLORE,
+        },
+        "agent.algorithm.action_policy: epsilon_greedy needs a discrete action space; Pendulum-v1 has a continuous (Box) one",
+    ),
+    "unknown_algorithm": (
+        {"agent.algorithm.name": "PPOO"},
+        "agent.algorithm.name: 'PPOO' is not available; did you mean PPO?",
+    ),
+}
+BAD_FILES: dict[str, str] = {
+    "missing_file": "spec file not found: ",
+    "spec_not_in_file": f"spec 'ppo_cartpol' not in {{dir}}/good.json; did you mean {SPEC_NAME}?",
+    "invalid_json": "{dir}/bad.json: invalid JSON at line 2 column 13: Expecting value",
+    "invalid_yaml": "{dir}/bad.yaml: invalid YAML at line 3 column 4: expected ',' or ']'",
+    "malformed_set": "-s max_frame: expected KEY=VALUE",
+}
+BAD_INPUTS = [*BAD_SPECS, *BAD_FILES]
+
+
+def set_path(spec: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    node = spec
+    for key in parents:
+        node = node[key]
+    node[leaf] = value
+
+
+def bad_input(case: str, directory: Path) -> tuple[str, str, list[str], str]:
+    """Write the files of a bad-input case; returns (spec_file, spec_name, sets, error fragment)."""
+    if case in BAD_SPECS:
+        changes, fragment = BAD_SPECS[case]
+        spec = make_spec("ppo")
+        for path, value in changes.items():
+            set_path(spec, path, value)
+        path = write_spec_file(directory / f"{case}.json", {SPEC_NAME: spec})
+        return str(path), SPEC_NAME, [], fragment
+    good = str(write_spec_file(directory / "good.json", {SPEC_NAME: make_spec("ppo")}))
+    fragment = BAD_FILES[case].format(dir=directory)
+    if case == "missing_file":
+        missing = str(directory / "nope.json")
+        return missing, SPEC_NAME, [], fragment + missing
+    if case == "spec_not_in_file":
+        return good, "ppo_cartpol", [], fragment
+    if case == "invalid_json":
+        return (
+            str(write_spec_file(directory / "bad.json", '{"ppo_cartpole":\n  {"agent": }\n}')),
+            SPEC_NAME,
+            [],
+            fragment,
+        )
+    if case == "invalid_yaml":
+        return (
+            str(write_spec_file(directory / "bad.yaml", "ppo_cartpole:\n  agent: [1, 2\nenv: {")),
+            SPEC_NAME,
+            [],
+            fragment,
+        )
+    assert case == "malformed_set"
+    return good, SPEC_NAME, ["max_frame"], fragment

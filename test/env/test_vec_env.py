@@ -1,0 +1,148 @@
+"""VecEnv: real next observations, the clock, max_t, action rescaling, and unnormalized returns."""
+
+import numpy as np
+import pytest
+
+from slm_lab.env import VecEnv
+
+CARTPOLE_ANGLE_LIMIT = 12 * 2 * np.pi / 360  # CartPole-v1 terminates past this pole angle
+CARTPOLE_X_LIMIT = 2.4
+CARTPOLE_RESET_BOUND = 0.05  # reset observations are uniform in [-0.05, 0.05]
+
+
+def make_env(name: str = "CartPole-v1", num_envs: int = 2, seed: int = 0, **spec: object) -> VecEnv:
+    return VecEnv({"name": name, "num_envs": num_envs, "max_frame": 10**6, **spec}, seed)
+
+
+def random_actions(env: VecEnv, rng: np.random.Generator) -> np.ndarray:
+    if env.is_discrete:
+        return rng.integers(env.action_space.n, size=env.num_envs)
+    return rng.uniform(-1, 1, size=(env.num_envs, *env.action_space.shape)).astype(np.float32)
+
+
+def test_real_next_obs_differs_exactly_where_an_episode_ended() -> None:
+    env = make_env()
+    rng = np.random.default_rng(0)
+    env.reset()
+    ended = 0
+    for step in range(300):
+        next_obs, rewards, terminateds, truncateds, real_next_obs = env.step(
+            random_actions(env, rng)
+        )
+        dones = terminateds | truncateds
+        ended += int(dones.sum())
+        for i in range(env.num_envs):
+            if dones[i]:
+                assert not np.array_equal(real_next_obs[i], next_obs[i])
+                assert np.all(
+                    np.abs(next_obs[i]) <= CARTPOLE_RESET_BOUND
+                )  # the next episode's first obs
+                if terminateds[i]:  # the true final obs is past a termination limit
+                    x, angle = real_next_obs[i][0], real_next_obs[i][2]
+                    assert abs(x) > CARTPOLE_X_LIMIT or abs(angle) > CARTPOLE_ANGLE_LIMIT
+            else:
+                assert np.array_equal(real_next_obs[i], next_obs[i])
+        assert env.clock.t == step + 1
+        assert env.clock.frame == 2 * (step + 1)
+        assert env.clock.epi == ended
+    assert ended >= 10  # random CartPole episodes last ~20 steps
+    assert env.done() is False
+    env.close()
+
+
+def test_clock_done_at_max_frame() -> None:
+    env = VecEnv({"name": "CartPole-v1", "num_envs": 4, "max_frame": 20}, 0)
+    env.reset()
+    steps = 0
+    while not env.done():
+        env.step(np.zeros(4, dtype=np.int64))
+        steps += 1
+    assert (steps, env.clock.frame) == (5, 20)
+    env.close()
+
+
+@pytest.mark.parametrize("name", ["Pendulum-v1", "CartPole-v1"])
+def test_max_t_truncates_episodes(name: str) -> None:
+    env = make_env(name, max_t=10)
+    rng = np.random.default_rng(1)
+    env.reset()
+    lengths = np.zeros(env.num_envs, dtype=int)
+    truncations = 0
+    for _ in range(60):
+        _, _, terminateds, truncateds, _ = env.step(random_actions(env, rng))
+        lengths += 1
+        assert np.all(lengths <= 10)
+        assert np.all(lengths[truncateds] == 10)
+        if name == "Pendulum-v1":
+            assert not terminateds.any()
+        assert np.all(truncateds[lengths == 10] | terminateds[lengths == 10])
+        truncations += int(truncateds.sum())
+        lengths[terminateds | truncateds] = 0
+    if name == "Pendulum-v1":  # never terminates: every episode is cut at exactly 10 steps
+        assert truncations == 2 * 6
+    assert truncations > 0
+    env.close()
+
+
+def test_pendulum_acts_in_unit_box_rescaled_to_torque() -> None:
+    env = make_env("Pendulum-v1")
+    assert env.action_space.low.tolist() == [-1.0] and env.action_space.high.tolist() == [1.0]
+    assert not env.is_discrete
+    env.reset()
+    env.step(np.array([[0.5], [-1.0]], dtype=np.float32))
+    torques = [e.unwrapped.last_u for e in env.vec.unwrapped.envs]
+    assert torques == pytest.approx([1.0, -2.0])  # Pendulum's max torque is 2
+    env.step(np.array([[3.0], [-7.0]], dtype=np.float32))  # out of range: clipped to [-1, 1]
+    torques = [e.unwrapped.last_u for e in env.vec.unwrapped.envs]
+    assert torques == pytest.approx([2.0, -2.0])
+    samples = np.stack(
+        [env.vec.action_space.sample() for _ in range(2000)]
+    )  # what Random acts with
+    assert samples.min() >= -1.0 and samples.max() <= 1.0
+    assert np.mean(samples > 0.9) == pytest.approx(0.05, abs=0.02)  # uniform on [-1, 1]
+    env.close()
+
+
+@pytest.mark.parametrize("normalize_reward", [False, True])
+def test_total_reward_is_mean_of_unnormalized_returns(normalize_reward: bool) -> None:
+    raw_env = make_env("Pendulum-v1", seed=3, max_t=50)
+    env = make_env(
+        "Pendulum-v1",
+        seed=3,
+        max_t=50,
+        normalize_reward=normalize_reward,
+        normalize_obs=normalize_reward,
+    )
+    assert np.isnan(env.total_reward)
+    rng = np.random.default_rng(2)
+    raw_env.reset()
+    env.reset()
+    running = np.zeros(2)
+    returns: list[float] = []
+    rewards_differ = False
+    for _ in range(230):
+        actions = random_actions(env, rng)
+        _, raw_rewards, term, trunc, _ = raw_env.step(actions)
+        _, rewards, *_ = env.step(actions)
+        rewards_differ |= not np.allclose(rewards, raw_rewards)
+        running += raw_rewards
+        for i in np.flatnonzero(term | trunc):
+            returns.append(running[i])
+            running[i] = 0.0
+    assert len(returns) == 8  # 2 envs x 4 episodes of 50 steps
+    assert env.total_reward == pytest.approx(np.mean(returns), rel=1e-5)
+    assert raw_env.total_reward == pytest.approx(np.mean(returns), rel=1e-5)
+    assert rewards_differ == normalize_reward  # the agent does see normalized rewards
+    env.close()
+    raw_env.close()
+
+
+def test_total_reward_window_is_last_100_episodes() -> None:
+    env = make_env("CartPole-v1", num_envs=4, max_t=2)
+    env.reset()
+    for _ in range(60):  # 4 envs x 30 episodes of 2 steps
+        env.step(np.zeros(4, dtype=np.int64))
+    assert env.clock.epi == 120
+    assert len(env.stats.return_queue) == 100
+    assert env.total_reward == 2.0
+    env.close()

@@ -1,0 +1,110 @@
+"""Session and trial metrics (DESIGN §5) on tiny hand-built dataframes."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from slm_lab.experiment.analysis import consistency, format_metrics, session_metrics, trial_metrics
+
+BASELINE = 10.0
+
+
+def session_df(frames: list[int], opt_steps: list[int], rewards: list[float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "frame": frames,
+            "opt_step": opt_steps,
+            "total_reward": rewards,
+            "total_reward_ma": pd.Series(rewards).expanding().mean(),
+        }
+    )
+
+
+# a NaN row (no episode finished yet) comes first and is dropped; then s = R - B = [2, 4, 3, 7]
+DF = session_df([50, 100, 200, 300, 400], [0, 0, 5, 10, 20], [math.nan, 12.0, 14.0, 13.0, 17.0])
+
+
+def test_session_metrics_hand_computed() -> None:
+    m = session_metrics(DF, BASELINE)
+    assert m["frame"] == 400
+    assert m["total_reward_ma"] == 14.0  # (12 + 14 + 13 + 17) / 4
+    assert m["strength"] == 4.0  # (2 + 4 + 3 + 7) / 4
+    assert m["max_strength"] == 7.0
+    assert m["final_strength"] == 7.0
+    # (2/100 + 4/200 + 3/300 + 7/400) / 16 = 0.0675 / 16
+    assert m["sample_efficiency"] == pytest.approx(0.00421875)
+    # the opt_step-0 term (s=2 at opt_step 0) is dropped from the sum of ratios, not from sum_i s_i:
+    # (4/5 + 3/10 + 7/20) / (2 + 4 + 3 + 7) = 1.45 / 16
+    assert m["training_efficiency"] == pytest.approx(0.090625)
+    # drops: min(4-2,0) + min(3-4,0) + min(7-3,0) = -1 -> 1 - |-1 / 16|
+    assert m["stability"] == pytest.approx(0.9375)
+
+
+def test_session_metrics_negative_strength() -> None:
+    m = session_metrics(session_df([100, 200], [1, 2], [8.0, 6.0]), BASELINE)  # s = [-2, -4]
+    assert (m["strength"], m["max_strength"], m["final_strength"]) == (-3.0, -2.0, -4.0)
+    assert m["stability"] == pytest.approx(1 - abs(-2 / -6))
+
+
+def test_session_metrics_without_any_episode_are_nan() -> None:
+    m = session_metrics(session_df([100, 200], [0, 0], [math.nan, math.nan]), BASELINE)
+    assert math.isnan(m["strength"]) and math.isnan(m["stability"])
+
+
+def test_training_efficiency_is_nan_without_any_training() -> None:
+    m = session_metrics(session_df([100, 200], [0, 0], [12.0, 13.0]), BASELINE)
+    assert math.isnan(m["training_efficiency"])
+    assert m["sample_efficiency"] == pytest.approx((2 / 100 + 3 / 200) / 5)
+
+
+# two sessions at frames 100, 200, 300 (session b has an extra frame 400, dropped by alignment)
+A = session_df([100, 200, 300], [1, 2, 3], [12.0, 14.0, 16.0])  # s = [2, 4, 6]
+B = session_df([100, 200, 300, 400], [1, 2, 3, 4], [14.0, 14.0, 20.0, 30.0])  # s = [4, 4, 10, 20]
+
+
+def test_consistency_hand_computed() -> None:
+    # per-frame sample std over sessions: |2-4|/sqrt2, 0, |6-10|/sqrt2 -> sum 3*sqrt2
+    # per-frame mean: 3, 4, 8 -> sum 15
+    assert consistency([A, B], BASELINE) == pytest.approx(1 - 2 * 3 * math.sqrt(2) / 15)
+
+
+def test_consistency_is_nan_with_one_session() -> None:
+    assert math.isnan(consistency([A], BASELINE))
+    assert math.isnan(trial_metrics([A], BASELINE)["consistency"])
+
+
+def test_trial_metrics_are_session_means_plus_consistency() -> None:
+    m = trial_metrics([A, B], BASELINE)
+    assert m["frame"] == 350.0  # (300 + 400) / 2
+    assert m["strength"] == pytest.approx((4.0 + 9.5) / 2)
+    assert m["max_strength"] == pytest.approx((6.0 + 20.0) / 2)
+    assert m["final_strength"] == pytest.approx((6.0 + 20.0) / 2)
+    assert m["stability"] == pytest.approx(1.0)  # no drops in either
+    assert m["consistency"] == pytest.approx(1 - 2 * 3 * math.sqrt(2) / 15)
+    assert list(m) == [
+        "frame",
+        "total_reward_ma",
+        "strength",
+        "max_strength",
+        "final_strength",
+        "sample_efficiency",
+        "training_efficiency",
+        "stability",
+        "consistency",
+    ]
+
+
+def test_format_metrics_line() -> None:
+    line = format_metrics(
+        {
+            "frame": 200000.0,
+            "total_reward_ma": 499.7,
+            "sample_efficiency": 0.00123,
+            "consistency": math.nan,
+        }
+    )
+    assert (
+        line
+        == "frame:2.00e+05 | total_reward_ma:499.70 | sample_efficiency:1.23e-03 | consistency:nan"
+    )

@@ -1,0 +1,248 @@
+"""Runs through the CLI: smoke runs per algorithm x action space, determinism, resume, enjoy.
+
+Each run is a few hundred frames with a checkpoint every 100; the working directory is a tmp
+folder so `data/` is local to the test.
+"""
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from conftest import TIMING_COLUMNS, invoke, make_spec, read_session_df, run_dirs, write_spec_file
+
+from slm_lab.agent import Agent
+from slm_lab.experiment import control
+from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
+
+SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
+PNG_MAGIC = b"\x89PNG"
+# vector-env steps x num_envs = 400 frames; rows at 100, 200, 300, 400
+FRAMES = [100, 200, 300, 400]
+# PPO: a batch is 32 steps x 2 envs = 64 frames -> 6 trainings x 2 epochs x 2 minibatches of 32
+# A2C: training_frequency 16 steps x 2 envs = 32 frames -> 12 trainings of one step each
+OPT_STEPS_AT_400 = {"random": 0, "ppo": 24, "a2c_gae": 12, "a2c_nstep": 12}
+
+
+def trial_line(stdout: str) -> str:
+    [line] = [line for line in stdout.splitlines() if line.startswith("trial_metrics: ")]
+    return line
+
+
+def check_run_folder(run_dir: Path, name: str, sessions: int, max_frame: int) -> dict:
+    """The files a finished run must have; returns its trial metrics."""
+    record = json.loads((run_dir / f"{name}_spec.json").read_text())
+    assert record["name"] == name and isinstance(record["meta"]["random_seed"], int)
+    assert {"git_sha", "versions", "vars", "mode", "command"} <= set(record["run_info"])
+    for s in range(sessions):
+        pre = f"{name}_t0_s{s}"
+        assert (run_dir / "info" / f"{pre}_session_df.csv").is_file()
+        metrics = json.loads((run_dir / "info" / f"{pre}_session_metrics.json").read_text())
+        assert metrics["frame"] == max_frame
+        assert (run_dir / "graph" / f"{pre}_session_graph.png").read_bytes()[:4] == PNG_MAGIC
+        model = torch.load(run_dir / "model" / f"{pre}_ckpt-latest_model.pt", weights_only=True)
+        assert "nets" in model and "obs_rms" in model
+        assert (run_dir / "model" / f"{pre}_ckpt-latest_state.pt").is_file()
+    trial = json.loads((run_dir / "info" / f"{name}_t0_trial_metrics.json").read_text())
+    assert json.loads((run_dir / f"{name}_t0_trial_metrics.json").read_text()) == pytest.approx(
+        trial, nan_ok=True
+    )
+    assert list(trial) == list(TRIAL_METRICS)
+    assert trial["frame"] == max_frame
+    assert (run_dir / "graph" / f"{name}_t0_trial_graph.png").read_bytes()[:4] == PNG_MAGIC
+    assert (run_dir / f"{name}_t0_trial_graph.png").is_file()
+    return trial
+
+
+@pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
+@pytest.mark.parametrize("algo", ["random", "reinforce", "a2c_gae", "a2c_nstep", "ppo"])
+def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
+    name = f"{algo}_{env_name.split('-')[0].lower()}"
+    # Pendulum episodes are 200 steps; a max_t of 50 lets episodes finish within the run
+    spec = make_spec(algo, env_name, max_t=50 if env_name == "Pendulum-v1" else None)
+    spec_file = write_spec_file(in_tmp / "spec.json", {name: spec})
+    result = invoke(["run", str(spec_file), name, "dev"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    [run_dir] = run_dirs(in_tmp / "data")
+    assert run_dir.name.startswith(f"{name}_")
+    trial = check_run_folder(run_dir, name, 1, 400)
+    assert trial_line(result.stdout) == f"trial_metrics: {format_metrics(trial)}"
+    assert trial_line(result.stdout).startswith("trial_metrics: frame:4.00e+02 | total_reward_ma:")
+    assert math.isnan(trial["consistency"])  # one session
+
+    df = read_session_df(run_dir)
+    assert df["frame"].tolist() == FRAMES
+    assert df["t"].tolist() == [f // 2 for f in FRAMES]
+    assert df["total_reward"].notna().all()
+    assert df["epi"].is_monotonic_increasing and df["epi"].iloc[-1] > 0
+    if env_name == "Pendulum-v1":
+        assert df["epi"].tolist() == [2, 4, 6, 8]  # 2 envs x episodes of 50 steps
+        assert df["total_reward"].iloc[-1] < 0
+    last = df.iloc[-1]
+    if algo in OPT_STEPS_AT_400:
+        assert last["opt_step"] == OPT_STEPS_AT_400[algo]
+    else:
+        assert last["opt_step"] > 0
+    if algo == "random":
+        assert math.isnan(last["loss"])
+    else:
+        assert math.isfinite(last["loss"]) and math.isfinite(last["entropy"]) and last["lr"] == 1e-3
+
+
+def test_train_two_sessions_through_console_script(tmp_path: Path) -> None:
+    """`slm-lab run ... train` in a fresh process: 2 sessions in parallel, seeds differ by session."""
+    name = "ppo_cartpole"
+    spec_file = write_spec_file(
+        tmp_path / "spec.json", {name: make_spec("ppo", max_session=2, random_seed=7)}
+    )
+    proc = subprocess.run(
+        [SLM_LAB, "run", str(spec_file), name, "train", "--log-level", "WARNING"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    [run_dir] = run_dirs(tmp_path / "data")
+    trial = check_run_folder(run_dir, name, 2, 400)
+    assert trial_line(proc.stdout) == f"trial_metrics: {format_metrics(trial)}"
+    assert math.isfinite(trial["consistency"])
+    df0, df1 = read_session_df(run_dir, 0), read_session_df(run_dir, 1)
+    assert df0["frame"].tolist() == df1["frame"].tolist() == FRAMES
+    assert not df0["loss"].equals(df1["loss"])  # different seeds
+    sessions = [
+        json.loads((run_dir / "info" / f"{name}_t0_s{s}_session_metrics.json").read_text())
+        for s in (0, 1)
+    ]
+    assert trial["strength"] == pytest.approx(
+        (sessions[0]["strength"] + sessions[1]["strength"]) / 2
+    )
+
+
+# -- determinism, resume, enjoy on one small PPO CartPole spec --------------------------------
+RUN_NAME = "ppo_resume"
+RUN_FRAMES = 600
+STOP_FRAME = 350  # interrupt after the checkpoint at 300, in the middle of a 64-frame batch
+
+
+def frame_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df.drop(columns=TIMING_COLUMNS)
+
+
+class Interrupted(BaseException):
+    """Stands in for a kill or Ctrl-C: the session stops between two steps, uncaught."""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def run_a(workdir: Path) -> tuple[Path, Path]:
+    """A finished dev run: (spec file, run folder)."""
+    spec_file = write_spec_file(
+        workdir / "spec.json", {RUN_NAME: make_spec("ppo", max_frame=RUN_FRAMES, random_seed=123)}
+    )
+    with contextlib.chdir(workdir):
+        before = set(run_dirs(Path("data")))
+        result = invoke(["run", str(spec_file), RUN_NAME, "dev"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        [run_dir] = set(run_dirs(Path("data"))) - before
+    return spec_file, (workdir / run_dir).resolve()
+
+
+def new_run(before: set[Path]) -> Path:
+    [run_dir] = set(run_dirs(Path("data"))) - before
+    return run_dir.resolve()
+
+
+def test_same_seed_gives_same_rows(run_a: tuple[Path, Path], workdir: Path) -> None:
+    spec_file, dir_a = run_a
+    with contextlib.chdir(workdir):
+        before = set(run_dirs(Path("data")))
+        result = invoke(["run", str(spec_file), RUN_NAME, "dev"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        dir_b = new_run(before)
+    df_a, df_b = read_session_df(dir_a), read_session_df(dir_b)
+    assert df_a["frame"].tolist() == list(range(100, RUN_FRAMES + 1, 100))
+    pd.testing.assert_frame_equal(frame_rows(df_a), frame_rows(df_b))
+    assert df_a["loss"].notna().all()
+
+
+def test_interrupted_run_resumes_to_the_same_data(
+    run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec_file, dir_a = run_a
+    update = Agent.update
+
+    def update_until_killed(self: Agent, *args: object) -> None:
+        if self.env.clock.frame >= STOP_FRAME:
+            raise Interrupted
+        update(self, *args)
+
+    with contextlib.chdir(workdir):
+        before = set(run_dirs(Path("data")))
+        with monkeypatch.context() as m, pytest.raises(Interrupted):
+            m.setattr(Agent, "update", update_until_killed)
+            # write the state at every checkpoint (checkpoint files are otherwise rate-limited)
+            m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
+            invoke(["run", str(spec_file), RUN_NAME, "dev"])
+        dir_b = new_run(before)
+        partial = read_session_df(dir_b)
+        assert partial["frame"].tolist() == [100, 200, 300]
+        state = torch.load(
+            next((dir_b / "model").glob("*_ckpt-latest_state.pt")), weights_only=True
+        )
+        assert state["env"]["clock"]["frame"] == 300
+        assert not list((dir_b / "info").glob("*_session_metrics.json"))
+
+        result = invoke(["run", str(spec_file), RUN_NAME, f"train@{dir_b}"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        assert set(run_dirs(Path("data"))) - before == {dir_b.relative_to(workdir)}  # no new folder
+    pd.testing.assert_frame_equal(
+        frame_rows(read_session_df(dir_a)), frame_rows(read_session_df(dir_b))
+    )
+    metrics_a = json.loads(next((dir_a / "info").glob("*_t0_trial_metrics.json")).read_text())
+    metrics_b = json.loads(next((dir_b / "info").glob("*_t0_trial_metrics.json")).read_text())
+    assert metrics_b == pytest.approx(metrics_a, nan_ok=True)
+    assert trial_line(result.stdout) == f"trial_metrics: {format_metrics(metrics_b)}"
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, str]]:
+    return {
+        str(p.relative_to(folder)): (
+            p.stat().st_mtime_ns,
+            hashlib.sha256(p.read_bytes()).hexdigest(),
+        )
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_enjoy_writes_its_own_folder(run_a: tuple[Path, Path], workdir: Path) -> None:
+    spec_file, dir_a = run_a
+    before_files = snapshot(dir_a)
+    with contextlib.chdir(workdir):
+        before = set(Path("data").iterdir())
+        result = invoke(["run", str(spec_file), RUN_NAME, f"enjoy@{dir_a}", "--episodes", "3"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        [enjoy_dir] = set(Path("data").iterdir()) - before
+    assert enjoy_dir.name.startswith(f"{dir_a.name}_enjoy_")
+    assert os.listdir(workdir / enjoy_dir) == ["enjoy_metrics.json"]
+    out = json.loads((workdir / enjoy_dir / "enjoy_metrics.json").read_text())
+    assert out["episodes"] == 3 and out["mean_return"] > 0
+    assert out["checkpoint"].endswith(f"{RUN_NAME}_t0_s0_ckpt-best_model.pt")
+    assert result.stdout.startswith(
+        f"enjoy: 3 episodes | mean_return:{out['mean_return']:.2f} | std_return:"
+    )
+    assert snapshot(dir_a) == before_files

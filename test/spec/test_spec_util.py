@@ -1,0 +1,204 @@
+"""Spec loading: ${var} substitution, JSON/YAML, v4/v5 compatibility, and one-line errors."""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import BAD_INPUTS, SPEC_NAME, bad_input, make_spec, write_spec_file
+
+from slm_lab.spec import spec_util
+from slm_lab.spec.spec_util import SpecError
+
+
+def test_substitution_numeric_and_string_values(tmp_path: Path) -> None:
+    spec = make_spec("ppo")
+    spec["env"]["name"] = "${env}"
+    spec["env"]["max_frame"] = "${max_frame}"
+    spec["agent"]["net"]["actor_optim_spec"]["lr"] = "${lr}"
+    spec["agent"]["name"] = "ppo_on_${env}"
+    path = write_spec_file(tmp_path / "vars.json", {"ppo_vars": spec})
+    variables = spec_util.parse_sets(["env=Acrobot-v1", "max_frame=1e7", "lr=3e-4"])
+    out = spec_util.get_spec(str(path), "ppo_vars", variables)
+    assert out["env"]["max_frame"] == 10000000 and isinstance(out["env"]["max_frame"], int)
+    assert out["agent"]["net"]["actor_optim_spec"]["lr"] == 0.0003
+    assert out["env"]["name"] == "Acrobot-v1"
+    assert out["agent"]["name"] == "ppo_on_Acrobot-v1"
+    assert out["name"] == "ppo_vars_acrobot"
+
+
+def test_run_name_without_env_var_is_the_spec_name(tmp_path: Path) -> None:
+    path = write_spec_file(tmp_path / "s.json", {SPEC_NAME: make_spec("ppo")})
+    assert spec_util.get_spec(str(path), SPEC_NAME)["name"] == SPEC_NAME
+
+
+@pytest.mark.parametrize(
+    ("env", "suffix"),
+    [
+        ("Acrobot-v1", "acrobot"),
+        ("ALE/Pong-v5", "pong"),
+        ("LunarLander-v3", "lunarlander"),
+        ("CartPole-v1", "cartpole"),
+    ],
+)
+def test_env_suffix(env: str, suffix: str) -> None:
+    assert spec_util.env_suffix(env) == suffix
+
+
+def test_parse_sets_splits_at_first_equals() -> None:
+    assert spec_util.parse_sets(["a=b=c", "env=ALE/Pong-v5"]) == {"a": "b=c", "env": "ALE/Pong-v5"}
+    with pytest.raises(SpecError, match="the key before '=' is empty"):
+        spec_util.parse_sets(["=3"])
+
+
+def test_substitute_keeps_decimal_values_float() -> None:
+    assert (
+        spec_util.substitute('{"g": "${g}", "n": "${n}"}', {"g": "2.0", "n": "1e3"})
+        == '{"g": 2.0, "n": 1000}'
+    )
+
+
+YAML_SPECS = """
+_base: &base
+  agent:
+    name: PPO
+    algorithm: &algo
+      name: PPO
+      gamma: 0.99
+      lam: 0.95
+      time_horizon: 32
+      minibatch_size: 32
+      training_epoch: 2
+    memory: {name: OnPolicyBatchReplay}
+    net: {type: MLPNet, hid_layers: [16], optim_spec: {name: Adam, lr: 0.001}}
+  env: {name: CartPole-v1, num_envs: 2, max_frame: 1000}
+  meta: {max_session: 1, log_frequency: 100}
+ppo_yaml:
+  <<: *base
+ppo_yaml_acrobot:
+  <<: *base
+  env: {name: Acrobot-v1, num_envs: 4, max_frame: 2e3}
+"""
+
+
+def test_yaml_anchors_and_merges(tmp_path: Path) -> None:
+    path = write_spec_file(tmp_path / "specs.yaml", YAML_SPECS)
+    assert list(spec_util.read_spec_file(str(path))) == [
+        "ppo_yaml",
+        "ppo_yaml_acrobot",
+    ]  # _base skipped
+    spec = spec_util.get_spec(str(path), "ppo_yaml")
+    assert spec["agent"]["algorithm"]["time_horizon"] == 32
+    assert spec["env"]["name"] == "CartPole-v1"
+    other = spec_util.get_spec(str(path), "ppo_yaml_acrobot")
+    assert other["env"] == {"name": "Acrobot-v1", "num_envs": 4, "max_frame": 2000.0}
+    assert other["agent"] == spec["agent"]
+    with pytest.raises(SpecError, match="spec '_base' not in"):
+        spec_util.get_spec(str(path), "_base")
+
+
+def test_v4_list_wrapped_agent_and_env(tmp_path: Path) -> None:
+    spec = make_spec("ppo")
+    spec["agent"], spec["env"] = [spec["agent"]], [spec["env"]]
+    path = write_spec_file(tmp_path / "v4.json", {SPEC_NAME: spec})
+    out = spec_util.get_spec(str(path), SPEC_NAME)
+    assert out["agent"]["algorithm"]["name"] == "PPO"
+    assert out["env"]["name"] == "CartPole-v1"
+
+
+def test_deprecated_v5_key_warns_and_is_ignored(tmp_path: Path, log_messages: list[str]) -> None:
+    spec = make_spec("ppo")
+    spec["agent"]["algorithm"]["clip_val_loss"] = True
+    spec["meta"]["num_gpus"] = 1
+    path = write_spec_file(tmp_path / "v5.json", {SPEC_NAME: spec})
+    out = spec_util.get_spec(str(path), SPEC_NAME)
+    assert out["agent"]["algorithm"]["clip_vloss"] is False
+    warnings = [m for m in log_messages if "clip_val_loss" in m]
+    assert len(warnings) == 1
+    assert "agent.algorithm.clip_val_loss: ignored" in warnings[0] and "clip_vloss" in warnings[0]
+    assert any(m.startswith("meta.num_gpus: ignored") for m in log_messages)
+
+
+def test_shipped_specs_validate() -> None:
+    assert spec_util.get_spec("demo.json", "ppo_cartpole_demo")["name"] == "ppo_cartpole_demo"
+    variables = {
+        "env": "CartPole-v1",
+        "max_frame": "1e5",
+    }  # for the specs that take ${env} ${max_frame}
+    paths = sorted((Path(spec_util.SPEC_DIR) / "benchmark").rglob("*.json"))
+    for path in paths:
+        for name in json.loads(path.read_text()):
+            spec = spec_util.get_spec(str(path), name, variables)
+            assert spec["name"] == f"{name}_cartpole"
+            assert (
+                isinstance(spec["env"]["max_frame"], int | float) and spec["env"]["max_frame"] > 0
+            )
+
+
+def test_yaml_exponent_floats_are_numbers(tmp_path: Path) -> None:
+    # PyYAML (YAML 1.1) reads 3e-4 and 1e6 as strings; specs write them that way all the time
+    text = YAML_SPECS.replace("lr: 0.001", "lr: 3e-4").replace("max_frame: 1000", "max_frame: 1e6")
+    path = write_spec_file(tmp_path / "exp.yml", text)
+    spec = spec_util.get_spec(str(path), "ppo_yaml")
+    assert spec["agent"]["net"]["optim_spec"]["lr"] == 0.0003
+    assert spec["env"]["max_frame"] == 1e6
+    assert spec_util.get_spec(str(path), "ppo_yaml_acrobot")["env"]["max_frame"] == 2000.0
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_raises_spec_error(case: str, tmp_path: Path) -> None:
+    spec_file, spec_name, sets, fragment = bad_input(case, tmp_path)
+    with pytest.raises(SpecError) as err:
+        spec_util.get_spec(spec_file, spec_name, spec_util.parse_sets(sets))
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"agent.algorithm.gamma": 1.5}, "agent.algorithm.gamma: must be in (0, 1], got 1.5"),
+        (
+            {"agent.net.hid_layers": [16, 0]},
+            "agent.net.hid_layers: expected a list of positive ints, got [16, 0]",
+        ),
+        (
+            {"agent.net.actor_optim_spec": {"name": "Adamm", "lr": 1e-3}},
+            "agent.net.actor_optim_spec.name: 'Adamm' is not in torch.optim; did you mean Adam?",
+        ),
+        (
+            {"agent.memory.name": "OnPolicyReplay"},
+            "agent.memory.name: PPO trains on batches of steps; use OnPolicyBatchReplay",
+        ),
+        ({"env.max_frame": 1.5e3}, None),
+        (
+            {"agent.net.actor_optim_spec": {"name": "Adam", "lr": "0.001"}},
+            "agent.net.actor_optim_spec.lr: expected a number, got '0.001'",
+        ),
+        (
+            {"agent.net.critic_optim_spec": {"name": "Adam", "lr": -0.1}},
+            "agent.net.critic_optim_spec.lr: must be > 0, got -0.1",
+        ),
+        ({"meta.max_sesion": 2}, "meta.max_sesion: unknown key; did you mean max_session?"),
+    ],
+)
+def test_more_validation(changes: dict, fragment: str | None, tmp_path: Path) -> None:
+    spec = make_spec("ppo")
+    for path, value in changes.items():
+        *parents, leaf = path.split(".")
+        node = spec
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    path = write_spec_file(tmp_path / "s.json", {SPEC_NAME: spec})
+    if fragment is None:
+        spec_util.get_spec(str(path), SPEC_NAME)
+        return
+    with pytest.raises(SpecError) as err:
+        spec_util.get_spec(str(path), SPEC_NAME)
+    assert fragment in str(err.value)
+
+
+def test_random_spec_needs_only_algorithm_name(tmp_path: Path) -> None:
+    path = write_spec_file(tmp_path / "r.json", {"rand": make_spec("random")})
+    spec = spec_util.get_spec(str(path), "rand")
+    assert spec["agent"] == {"name": "random", "algorithm": {"name": "Random"}}
