@@ -43,6 +43,7 @@ def _make_one(
     kwargs: dict[str, Any],
     action_repeat: int,
     render_mode: str | None,
+    seq_len: int | None = None,
 ) -> gym.Env:
     env = gym.make(name, max_episode_steps=max_t, render_mode=render_mode, **kwargs)
     if action_repeat > 1:
@@ -55,6 +56,10 @@ def _make_one(
             env = gym.wrappers.ClipAction(rescaled)
         # ClipAction advertises (-inf, inf), which Random would sample from; the agent's space is [-1, 1]
         env.action_space = rescaled.action_space
+    if seq_len:
+        # a RecurrentNet reads the last seq_len observations, oldest first, zero-padded after a
+        # reset; stacking per sub-env makes the final obs of an autoreset stacked too
+        env = gym.wrappers.FrameStackObservation(env, stack_size=seq_len, padding_type="zero")
     return env
 
 
@@ -63,10 +68,20 @@ def env_kwargs(env_spec: dict[str, Any]) -> dict[str, Any]:
 
 
 class VecEnv:
-    """The env a session trains on: `num_envs` copies stepped together, with a clock."""
+    """The env a session trains on: `num_envs` copies stepped together, with a clock.
+
+    `seq_len` stacks each env's last seq_len observations into one of shape (seq_len, *obs_shape)
+    (for a RecurrentNet). The obs normalizer then keeps statistics per position and feature of
+    the stacked shape, zero padding included.
+    """
 
     def __init__(
-        self, env_spec: dict[str, Any], seed: int, gamma: float = 0.99, render: bool = False
+        self,
+        env_spec: dict[str, Any],
+        seed: int,
+        gamma: float = 0.99,
+        render: bool = False,
+        seq_len: int | None = None,
     ) -> None:
         self.name: str = env_spec["name"]
         self.num_envs: int = int(env_spec.get("num_envs") or 1)
@@ -80,6 +95,7 @@ class VecEnv:
             env_kwargs(env_spec),
             int(env_spec.get("action_repeat") or 1),
             "human" if render else None,
+            seq_len,
         )
         vec_cls = AsyncVectorEnv if env_spec.get("vectorization_mode") == "async" else SyncVectorEnv
         vec: gym.vector.VectorEnv = vec_cls(

@@ -28,6 +28,7 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from slm_lab.agent import Agent, MetricsTracker, rng_state, set_rng_state
+from slm_lab.agent.net import env_seq_len
 from slm_lab.env import VecEnv, env_kwargs
 from slm_lab.experiment import analysis
 from slm_lab.lib import io
@@ -62,9 +63,13 @@ def prefix(spec: dict[str, Any], trial: int, session: int | None = None) -> str:
     return f"{spec['name']}_t{trial}" + ("" if session is None else f"_s{session}")
 
 
-def num_threads(max_session: int) -> int:
-    """Torch threads per session process so that parallel sessions do not oversubscribe cores."""
-    return max(1, (os.cpu_count() or 1) // max(1, max_session))
+def num_threads(spec: dict[str, Any]) -> int:
+    """Torch threads per session process: `meta.num_threads`, default 1.
+
+    More than one thread per process only pays for large nets, and on a machine whose cores
+    are shared (parallel sessions, other runs) oversubscription made training up to 10x slower.
+    """
+    return int(spec["meta"].get("num_threads") or 1)
 
 
 def ckpt_paths(run_dir: Path, pre: str, tag: str) -> tuple[Path, Path]:
@@ -99,7 +104,7 @@ class Session:
         np.random.seed(self.seed % 2**32)
         torch.manual_seed(self.seed)
         gamma = float(spec["agent"]["algorithm"].get("gamma", 0.99))
-        self.env = VecEnv(spec["env"], self.seed, gamma, render)
+        self.env = VecEnv(spec["env"], self.seed, gamma, render, env_seq_len(spec["agent"]))
         self.agent = Agent(spec["agent"], self.env)
         self.tracker = MetricsTracker(self.env, self.agent)
         self.best = -math.inf
@@ -294,7 +299,7 @@ class Trial:
         self.max_session = 1 if dev else int(spec["meta"].get("max_session") or 1)
 
     def run(self) -> dict[str, float] | None:
-        threads = num_threads(self.max_session)
+        threads = num_threads(self.spec)
         args = [
             (
                 self.spec,
@@ -368,7 +373,8 @@ def enjoy(
         model_path, _ = ckpt_paths(run_dir, pre, "latest")
     model = io.load_torch(model_path)
     seed = session_seed(int(spec["meta"]["random_seed"]), 0, session) + SEED_STRIDE_TRIAL // 2
-    env = VecEnv(spec["env"], seed, float(spec["agent"]["algorithm"].get("gamma", 0.99)), render)
+    gamma = float(spec["agent"]["algorithm"].get("gamma", 0.99))
+    env = VecEnv(spec["env"], seed, gamma, render, env_seq_len(spec["agent"]))
     if model["obs_rms"] is not None:
         for k, v in model["obs_rms"].items():
             setattr(env.obs_norm.rms, k, v.numpy() if isinstance(v, torch.Tensor) else v)

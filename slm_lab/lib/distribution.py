@@ -41,3 +41,33 @@ def normal_log_prob(
 
 def normal_entropy(log_std: torch.Tensor) -> torch.Tensor:
     return (0.5 + _HALF_LOG_2PI + log_std).sum(-1)
+
+
+def select_discrete(scores: torch.Tensor, action_policy: str, explore_var: float) -> torch.Tensor:
+    """Discrete actions from logits or Q-values under an action policy.
+
+    default: sample softmax(scores); epsilon_greedy: a uniform action with probability
+    explore_var, else argmax; boltzmann: sample softmax(scores / explore_var); greedy: argmax.
+    """
+    if action_policy == "epsilon_greedy":
+        greedy = scores.argmax(-1)
+        random = torch.randint_like(greedy, scores.shape[-1])
+        return torch.where(torch.rand(greedy.shape, device=scores.device) < explore_var, random, greedy)
+    if action_policy == "boltzmann":
+        return categorical_sample(scores / explore_var)
+    if action_policy == "greedy":
+        return scores.argmax(-1)
+    return categorical_sample(scores)
+
+
+def discrete_policy_probs(scores: torch.Tensor, action_policy: str, explore_var: float) -> torch.Tensor:
+    """The action probabilities `select_discrete` samples from (for expected-value targets)."""
+    if action_policy == "epsilon_greedy":
+        n = scores.shape[-1]
+        greedy = F.one_hot(scores.argmax(-1), n).to(scores.dtype)
+        return (1.0 - explore_var) * greedy + explore_var / n
+    if action_policy == "boltzmann":
+        return F.softmax(scores / explore_var, dim=-1)
+    if action_policy == "greedy":
+        return F.one_hot(scores.argmax(-1), scores.shape[-1]).to(scores.dtype)
+    return F.softmax(scores, dim=-1)

@@ -20,7 +20,7 @@ TOP = {
     "run_info": "dict?",
 }
 
-AGENT = {"name": "str?", "algorithm": "dict", "memory": "dict?", "net": "dict?"}
+AGENT = {"name": "str?", "algorithm": "dict", "memory": "dict?", "net": "dict?", "critic_net": "dict?"}
 
 ALGORITHM = {
     "name": "str",
@@ -42,9 +42,30 @@ ALGORITHM = {
     "target_kl": "float?",
     "num_unrolls": "int?",
     "center_return": "bool?",
+    "normalize_advs": "bool?",
+    # off-policy training schedule (DQN family, SAC, CrossQ) and SIL
+    "training_start_step": "float?",
+    "training_iter": "int?",
+    "training_batch_iter": "int?",
+    "policy_delay": "int?",
+    "target_entropy": "any",
+    "fixed_alpha": "float?",
+    "alpha_lr": "float?",
+    "sil_policy_loss_coef": "float?",
+    "sil_val_loss_coef": "float?",
+    "policy_loss_coef": "float?",
 }
 
-MEMORY = {"name": "str?"}
+MEMORY = {
+    "name": "str?",
+    "max_size": "int?",
+    "batch_size": "int?",
+    "use_cer": "bool?",
+    "alpha": "float?",
+    "epsilon": "float?",
+    "beta": "float?",
+    "beta_end_step": "float?",
+}
 
 NET = {
     "type": "str",
@@ -56,6 +77,15 @@ NET = {
     "normalize": "bool?",
     "batch_norm": "bool?",
     "layer_norm": "bool?",
+    "batch_renorm": "bool?",
+    "batch_renorm_warmup_steps": "int?",
+    "conv_hid_layers": "list?",
+    "fc_hid_layers": "list?",
+    "cell_type": "str?",
+    "rnn_hidden_size": "int?",
+    "rnn_num_layers": "int?",
+    "seq_len": "int?",
+    "bidirectional": "bool?",
     "clip_grad_val": "float?",
     "use_same_optim": "bool?",
     "loss_spec": "dict?",
@@ -64,6 +94,10 @@ NET = {
     "log_std_init": "float?",
     "init_std": "float?",
     "gpu": "any",
+    # target nets (DQN family, SAC)
+    "update_type": "str?",
+    "update_frequency": "float?",
+    "polyak_coef": "float?",
 }
 # net keys that may carry an actor_/critic_ prefix to configure one of the two nets
 NET_ROLE_KEYS = {
@@ -77,6 +111,13 @@ NET_ROLE_KEYS = {
     "init_std",
     "layer_norm",
     "batch_norm",
+    "batch_renorm",
+    "batch_renorm_warmup_steps",
+    "conv_hid_layers",
+    "fc_hid_layers",
+    "cell_type",
+    "rnn_hidden_size",
+    "rnn_num_layers",
     "out_layer_activation",
 }
 
@@ -105,6 +146,7 @@ META = {
     "search_resources": "dict?",
     "search_scheduler": "dict?",
     "random_seed": "int?",
+    "num_threads": "int?",
 }
 
 # keys that v5 spec files carry but v5 never read: warned about, then ignored
@@ -123,7 +165,7 @@ DEPRECATED = {
 
 ACTION_POLICIES = ("default", "epsilon_greedy", "boltzmann", "greedy")
 ACTION_PDTYPES = ("default", "Categorical", "Normal")
-NET_TYPES = ("MLPNet",)
+NET_TYPES = ("MLPNet", "ConvNet", "RecurrentNet", "DuelingMLPNet", "DuelingConvNet")
 SEARCH_DISTS = (
     "uniform",
     "quniform",

@@ -17,10 +17,12 @@ from loguru import logger
 
 from slm_lab import SPEC_DIR
 from slm_lab.agent.algorithm import ALGORITHMS
-from slm_lab.agent.memory.onpolicy import MEMORIES
-from slm_lab.agent.net import net_util
+from slm_lab.agent.memory import MEMORIES
+from slm_lab.agent.net import check_net_input, net_util
+from slm_lab.agent.net.recurrent import CELL_TYPES
 from slm_lab.env import env_kwargs
 from slm_lab.lib.schedule import SCHEDULE_NAMES
+from slm_lab.lib.util import role_spec
 from slm_lab.spec import schema
 
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
@@ -283,12 +285,46 @@ def _check_net(net: dict[str, Any], path: str) -> None:
                     raise SpecError(f"{path}.{key}.{req}: required by {sch['name']}")
             _positive(sch["frame"], f"{path}.{key}.frame")
     _check_torch_name(net.get("loss_spec"), f"{path}.loss_spec", torch.nn)
-    for key in [k for k in net if k.endswith("hid_layers")]:
+    for key in [k for k in net if k.endswith("hid_layers") and not k.endswith("conv_hid_layers")]:
         layers = net[key]
         if layers is not None and not all(isinstance(w, int) and w > 0 for w in layers):
             raise SpecError(f"{path}.{key}: expected a list of positive ints, got {layers!r}")
-    for key in [k for k in net if k.endswith("clip_grad_val")]:
+    for key in [k for k in net if k.endswith("conv_hid_layers")]:
+        for row in net[key] or []:
+            if not (
+                isinstance(row, list)
+                and len(row) == 5
+                and all(type(v) is int for v in row)
+                and min(row[:3] + row[4:]) > 0
+                and row[3] >= 0
+            ):
+                raise SpecError(
+                    f"{path}.{key}: expected rows [out_channels, kernel, stride, padding, dilation] of ints (padding >= 0, the others > 0), got {row!r}"
+                )
+    for key in [
+        k
+        for k in net
+        if k.endswith(("clip_grad_val", "rnn_hidden_size", "rnn_num_layers")) or k == "seq_len"
+    ]:
         _positive(net[key], f"{path}.{key}")
+    for key in [k for k in net if k.endswith("batch_renorm_warmup_steps")]:
+        _positive(net[key], f"{path}.{key}", allow_zero=True)
+    for key in [k for k in net if k.endswith("cell_type")]:
+        if net[key] is not None and net[key] not in CELL_TYPES:
+            raise SpecError(
+                f"{path}.{key}: {net[key]!r} is not one of {', '.join(CELL_TYPES)}{did_you_mean(net[key], CELL_TYPES)}"
+            )
+    required = {
+        "ConvNet": "conv_hid_layers",
+        "DuelingConvNet": "conv_hid_layers",
+        "RecurrentNet": "rnn_hidden_size",
+    }.get(net["type"])
+    if required and not any(k.endswith(required) and net[k] for k in net):
+        raise SpecError(f"{path}.{required}: required by {net['type']}")
+    for role in ("actor", "critic"):
+        spec = role_spec(net, role)
+        if spec.get("batch_renorm") and spec.get("batch_norm"):
+            raise SpecError(f"{path}.batch_renorm: choose batch_renorm or batch_norm, not both")
 
 
 def _env_spaces(env: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
@@ -391,10 +427,12 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
             raise SpecError(
                 f"agent.memory.name: {mem!r} is not available{did_you_mean(str(mem), MEMORIES)} (available: {', '.join(MEMORIES)})"
             )
-        if name in ("ActorCritic", "PPO") and mem != "OnPolicyBatchReplay":
-            raise SpecError(
-                f"agent.memory.name: {name} trains on batches of steps; use OnPolicyBatchReplay, got {mem!r}"
-            )
+        kinds = ALGORITHMS[name].memory_kinds
+        if mem not in kinds:
+            raise SpecError(f"agent.memory.name: {name} needs one of {', '.join(kinds)}; got {mem!r}")
+        update_type = agent["net"].get("update_type")
+        if update_type not in (None, "replace", "polyak"):
+            raise SpecError(f"agent.net.update_type: {update_type!r} is not replace or polyak{did_you_mean(str(update_type), ('replace', 'polyak'))}")
         if name == "PPO":
             for key in ("time_horizon", "minibatch_size", "training_epoch"):
                 if algo.get(key) is None:
@@ -408,10 +446,13 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
                 raise SpecError(
                     f"agent.algorithm.minibatch_size: {algo['minibatch_size']} is larger than the batch of {batch} (time_horizon x num_unrolls x num_envs)"
                 )
-        elif algo.get("training_frequency") is None:
+        elif algo.get("training_frequency") is None and not ALGORITHMS[name].off_policy:
             raise SpecError(f"agent.algorithm.training_frequency: required by {name}")
 
-    _, action_space = _env_spaces(env)
+    obs_space, action_space = _env_spaces(env)
+    for key in ("net", "critic_net"):
+        if agent.get(key) and (message := check_net_input(agent[key], obs_space.shape, env["name"])):
+            raise SpecError(message if key == "net" else message.replace("agent.net", "agent.critic_net"))
     if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.Box):
         raise SpecError(
             f"env.name: {env['name']} has a {type(action_space).__name__} action space; SLM Lab supports Discrete and Box"
@@ -435,6 +476,21 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
 
     for key, value in (spec.get("search") or {}).items():
         _check_search(key, value, "search")
+
+    # -- replay memory values --------------------------------------------------------------
+    memory = agent.get("memory") or {}
+    if memory.get("name") == "PrioritizedReplay":
+        for key in ("alpha", "epsilon"):
+            if memory.get(key) is None:
+                raise SpecError(f"agent.memory.{key}: required by PrioritizedReplay")
+    for key in ("alpha", "beta"):
+        if memory.get(key) is not None and not 0 <= memory[key] <= 1:
+            raise SpecError(f"agent.memory.{key}: must be in [0, 1], got {memory[key]!r}")
+    max_size, batch_size = memory.get("max_size"), memory.get("batch_size")
+    if max_size is not None and batch_size is not None and batch_size > max_size:
+        raise SpecError(
+            f"agent.memory.batch_size: must be <= max_size ({max_size}), got {batch_size!r}"
+        )
 
 
 def _check_search(key: str, value: Any, path: str) -> None:

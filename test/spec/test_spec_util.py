@@ -167,7 +167,7 @@ def test_bad_input_raises_spec_error(case: str, tmp_path: Path) -> None:
         ),
         (
             {"agent.memory.name": "OnPolicyReplay"},
-            "agent.memory.name: PPO trains on batches of steps; use OnPolicyBatchReplay",
+            "agent.memory.name: PPO needs one of OnPolicyBatchReplay; got 'OnPolicyReplay'",
         ),
         ({"env.max_frame": 1.5e3}, None),
         (

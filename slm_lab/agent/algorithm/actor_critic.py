@@ -1,14 +1,14 @@
 """Advantage Actor-Critic (A2C, Mnih et al. 2016), synchronous over vector envs.
 
 Advantages: GAE when `lam` is set, else n-step returns when `num_step_returns` is set, else
-Monte-Carlo returns minus V.
+Monte-Carlo returns minus V; `normalize_advs` standardizes them per batch.
 loss = -mean(log pi(a|s) * A) - entropy_coef * mean(H) + val_loss_coef * loss_fn(V(s), V_target)
 """
 
 import torch
 
 from slm_lab.agent.algorithm.policy_gradient import PolicyGradient, flat
-from slm_lab.lib.math_util import calc_gaes, calc_nstep_returns, calc_returns
+from slm_lab.lib.math_util import calc_gaes, calc_nstep_returns, calc_returns, normalize
 
 
 class ActorCritic(PolicyGradient):
@@ -43,6 +43,8 @@ class ActorCritic(PolicyGradient):
         advs, v_targets = flat(advs), flat(v_targets)
         if self.normalize_v_targets:
             self.v_rms.update(v_targets)
+        if self.algorithm_spec.get("normalize_advs"):
+            advs = normalize(advs)
         log_probs, entropy = self.log_prob_entropy(mean, log_std, flat(batch["actions"]))
         policy_loss = -(log_probs * advs).mean()
         val_loss = self.loss_fn(v_preds, self.norm_v(v_targets))

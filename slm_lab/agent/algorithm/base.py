@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from slm_lab.agent.memory.onpolicy import MEMORIES
+from slm_lab.agent.memory import MEMORIES
 from slm_lab.env import VecEnv
 from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import warn_rate_limited
@@ -21,6 +21,8 @@ class Algorithm:
     """Base: `act` a vector of observations, `update` with the transitions that followed."""
 
     discrete_only = False
+    off_policy = False
+    memory_kinds: tuple[str, ...] = ("OnPolicyBatchReplay",)  # memories the algorithm can train from
 
     def __init__(self, agent_spec: dict[str, Any], env: VecEnv, device: torch.device) -> None:
         self.spec = agent_spec
@@ -61,6 +63,10 @@ class Algorithm:
         """One training call on the batch the memory holds; returns the loss."""
         raise NotImplementedError
 
+    def to_train(self) -> bool:
+        """On-policy: train whenever the memory holds a full batch."""
+        return self.memory.ready()
+
     # -- shared mechanics --------------------------------------------------------------------
     def init_memory(self) -> Any:
         if not self.memory_spec or not self.memory_spec.get("name"):
@@ -71,13 +77,17 @@ class Algorithm:
         obs_dtype = np.float32 if obs_space.dtype == np.float64 else obs_space.dtype
         cls = MEMORIES[self.memory_spec["name"]]
         return cls(
-            self.memory_size(),
+            self.memory_arg(),
             self.env.num_envs,
             obs_space.shape,
             obs_dtype,
             action_shape,
             action_dtype,
         )
+
+    def memory_arg(self) -> Any:
+        """The memory's first constructor argument: on-policy memories take their size."""
+        return self.memory_size()
 
     def to_tensor(self, x: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -100,7 +110,7 @@ class Algorithm:
         if self.eval_mode:
             return
         self.memory.add(obs, actions, rewards, next_obs, terminateds, truncateds)
-        if self.memory.ready():
+        if self.to_train():
             self.loss = self.train()
             for scheduler in self.lr_schedulers:
                 scheduler.step()

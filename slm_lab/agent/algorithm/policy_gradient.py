@@ -16,9 +16,8 @@ class PolicyGradient(Algorithm):
     with_critic = True
 
     def init_nets(self) -> None:
-        obs_dim = int(torch.tensor(self.obs_shape).prod().item())
         self.nets = PolicyNets(
-            self.net_spec, obs_dim, self.discrete, self.action_dim, self.with_critic
+            self.net_spec, self.obs_shape, self.discrete, self.action_dim, self.with_critic
         ).to(self.device)
         parts = self.nets.parts()
         if len(parts) > 1 and self.net_spec.get("use_same_optim"):
@@ -60,20 +59,8 @@ class PolicyGradient(Algorithm):
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
         mean, log_std = self.nets.pdparam(obs)
         if not self.discrete:
-            return (
-                mean
-                if self.eval_mode and self.action_policy == "greedy"
-                else D.normal_sample(mean, log_std)
-            )
-        if self.action_policy == "epsilon_greedy":
-            greedy = mean.argmax(-1)
-            random = torch.randint_like(greedy, self.action_dim)
-            return torch.where(
-                torch.rand_like(greedy, dtype=torch.float32) < self.explore_var.val, random, greedy
-            )
-        if self.action_policy == "boltzmann":
-            return D.categorical_sample(mean / self.explore_var.val)
-        return D.categorical_sample(mean)
+            return mean if self.action_policy == "greedy" else D.normal_sample(mean, log_std)
+        return D.select_discrete(mean, self.action_policy, self.explore_var.val)
 
     def log_prob_entropy(
         self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor

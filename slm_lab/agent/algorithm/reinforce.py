@@ -11,6 +11,7 @@ from slm_lab.lib.math_util import calc_returns
 
 class Reinforce(PolicyGradient):
     with_critic = False
+    memory_kinds = ("OnPolicyBatchReplay", "OnPolicyReplay")
 
     def train(self) -> float:
         batch = self.memory.sample(self.device)

@@ -180,6 +180,3 @@ class OnPolicyReplay:
         self.data = {k: v.numpy().copy() for k, v in state["data"].items()}
         self.ptr, self.last_end = state["ptr"].numpy().copy(), state["last_end"].numpy().copy()
         self.num_episodes = state["num_episodes"]
-
-
-MEMORIES = {"OnPolicyBatchReplay": OnPolicyBatchReplay, "OnPolicyReplay": OnPolicyReplay}

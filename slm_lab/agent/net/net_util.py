@@ -35,9 +35,12 @@ def activation_names() -> list[str]:
 
 
 def init_layer(
-    layer: nn.Linear, init_fn: str | None, activation: str | None, gain: float | None = None
+    layer: nn.Linear | nn.Conv2d,
+    init_fn: str | None,
+    activation: str | None,
+    gain: float | None = None,
 ) -> None:
-    """Init a linear layer's weight with `torch.nn.init.<init_fn>` and zero its bias.
+    """Init a linear or conv layer's weight with `torch.nn.init.<init_fn>` and zero its bias.
 
     Functions that take a gain (orthogonal_, xavier_*) get `gain` or the activation's
     recommended gain; kaiming_* get the activation as nonlinearity.

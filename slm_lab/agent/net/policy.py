@@ -5,7 +5,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from slm_lab.agent.net.mlp import MLPNet
+from slm_lab.agent.net import build_net
+from slm_lab.agent.net.base import Net
 from slm_lab.lib.util import role_spec
 
 
@@ -13,7 +14,8 @@ class PolicyNets(nn.Module):
     """pdparam(obs) -> (logits or mean, log_std or None); value(obs) -> V(obs).
 
     `shared: true` puts policy and value heads on one body; otherwise actor and critic are
-    separate MLPNets, each configured by the net spec with its `actor_`/`critic_` keys.
+    separate nets of the spec's `type`, each configured by its `actor_`/`critic_` keys.
+    `obs_shape` is the shape of one observation.
     A continuous policy has a state-independent log-std when `log_std_init` is set, else a
     log-std head.
     """
@@ -21,12 +23,13 @@ class PolicyNets(nn.Module):
     def __init__(
         self,
         net_spec: dict[str, Any],
-        obs_dim: int,
+        obs_shape: tuple[int, ...] | int,
         discrete: bool,
         action_dim: int,
         with_critic: bool,
     ) -> None:
         super().__init__()
+        in_shape = tuple(obs_shape)
         self.actor_spec = role_spec(net_spec, "actor")
         self.critic_spec = role_spec(net_spec, "critic")
         self.discrete = discrete
@@ -38,23 +41,23 @@ class PolicyNets(nn.Module):
         critic_gain = self.critic_spec.get("init_std")
         log_std_dim = action_dim if state_independent_std else 0
         if self.shared:
-            self.net = MLPNet(
+            self.net = build_net(
                 self.actor_spec,
-                obs_dim,
+                in_shape,
                 pd_dims + [1],
                 [actor_gain] * len(pd_dims) + [critic_gain],
                 log_std_dim,
             )
         else:
-            self.actor = MLPNet(
-                self.actor_spec, obs_dim, pd_dims, [actor_gain] * len(pd_dims), log_std_dim
+            self.actor = build_net(
+                self.actor_spec, in_shape, pd_dims, [actor_gain] * len(pd_dims), log_std_dim
             )
             if with_critic:
-                self.critic = MLPNet(self.critic_spec, obs_dim, [1], [critic_gain])
+                self.critic = build_net(self.critic_spec, in_shape, [1], [critic_gain])
         self.n_pd = len(pd_dims)
 
     def _split(
-        self, outs: list[torch.Tensor], net: MLPNet
+        self, outs: list[torch.Tensor], net: Net
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.discrete:
             return outs[0], None

@@ -1,0 +1,51 @@
+"""SARSA (Rummery & Niranjan 1994): on-policy TD control with a Q-network.
+
+On a batch of consecutive steps from each env,
+  y_t = r_t + gamma * (1 - terminated_t) * Q(s_{t+1}, a_{t+1})
+with a_{t+1} the action the policy took next in the same env. Where no such action exists (the
+episode was truncated at t, or t is the batch's last step), Q(s_{t+1}, a_{t+1}) is replaced by its
+expectation under the current policy, sum_a pi(a|s_{t+1}) Q(s_{t+1}, a).
+loss = mean(loss_fn(Q(s_t, a_t), y_t)); exploration by epsilon_greedy or boltzmann schedules.
+"""
+
+import torch
+
+from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.algorithm.policy_gradient import flat
+from slm_lab.agent.net import build_net, net_util
+from slm_lab.lib import distribution as D
+
+
+class SARSA(Algorithm):
+    discrete_only = True
+
+    def init_nets(self) -> None:
+        spec = self.net_spec
+        self.net = build_net(spec, self.obs_shape, [self.action_dim]).to(self.device)
+        self.optims = [net_util.build_optim(spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}, self.net.parameters())]
+        scheduler = net_util.build_lr_scheduler(spec.get("lr_scheduler_spec"), self.optims[0], self.clock)
+        self.lr_schedulers = [scheduler] if scheduler is not None else []
+        self.loss_fn = net_util.build_loss(spec.get("loss_spec"))
+        self.clip_grad_val = spec.get("clip_grad_val")
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"net": self.net}
+
+    def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        return D.select_discrete(self.net(obs)[0], self.action_policy, self.explore_var.val)
+
+    def train(self) -> float:
+        batch = self.memory.sample(self.device)
+        T, N = batch["rewards"].shape
+        actions = batch["actions"].long()
+        q_preds = self.net(flat(batch["obs"]).float())[0].view(T, N, -1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        with torch.no_grad():
+            next_q_all = self.net(flat(batch["next_obs"]).float())[0].view(T, N, -1)
+            probs = D.discrete_policy_probs(next_q_all, self.action_policy, self.explore_var.val)
+            next_q = (probs * next_q_all).sum(-1)  # expectation, used where a_{t+1} is not known
+            taken = next_q_all[:-1].gather(-1, actions[1:].unsqueeze(-1)).squeeze(-1)
+            next_q[:-1] = torch.where(batch["dones"][:-1], next_q[:-1], taken)
+            q_targets = batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q
+        loss = self.loss_fn(q_preds, q_targets)
+        self.optimize(loss, [self.net], [self.clip_grad_val])
+        return loss.item()

@@ -1,0 +1,331 @@
+"""Off-policy replay memories: `Replay` (uniform, optional CER) and `PrioritizedReplay` (PER).
+
+Storage: preallocated circular arrays of shape [capacity_steps, num_envs, ...], one row per vector
+step, capacity_steps = ceil(max_size / num_envs) (so up to num_envs - 1 transitions more than
+max_size fit). `add` writes a whole row at once. A transition is addressed by its flat index
+row * num_envs + env, which is also its sum-tree leaf in PER.
+
+Next observations are not stored twice. The successor of transition (row t, env e) is:
+- obs[t + 1, e], the obs the same env passed to the next `add`, when the episode went on;
+- a slot of `final_obs` when the transition ended an episode (terminated or truncated): the next
+  obs of that env is a reset obs, so the true final obs is kept apart. `final_obs` is a FIFO ring
+  in row order, filled only by episode ends: `final_idx[t, e]` names the slot (-1: none). When a
+  row is overwritten its slots are the ring's oldest, so they are released from its head; the
+  ring doubles (up to capacity) when more episode ends are live than it holds, which is rare and
+  sized by how often episodes end, never by the frames (no full-size second frame store);
+- `latest_next_obs[e]` for the newest row, whose next row is not written yet.
+Overwriting row t makes it the newest row, so the old successors of row t - 1 stay right (obs of
+row t is the new obs that followed) and no transition ever reads a stale or cross-episode frame.
+On `load_state_dict`, the newest row's successors are copied into the ring too, so a resume
+whose env restarts its episodes (next obs no longer the successor) cannot corrupt them.
+
+Sampling draws with replacement from the memory's own numpy Generator, seeded from
+`torch.initial_seed()` at construction (a seeded session samples the same batches); its state is
+part of `state_dict`. `use_cer` (combined experience replay, Zhang & Sutton 2017) puts the newest
+row's transitions (one per env, at most batch_size) at the end of every batch.
+
+`state_dict` shares the memory's arrays rather than copying them (a million-frame buffer would
+otherwise double in RAM at each checkpoint): save it before the next `add`.
+"""
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from slm_lab.agent.memory.sum_tree import SumTree
+
+INITIAL_FINAL_SLOTS = 1024  # final-obs ring size to start with; it doubles as needed
+DEFAULT_BETA = 0.4  # PER importance-sampling exponent at frame 0 (Schaul et al. 2016)
+
+
+def _require(memory_spec: dict[str, Any], key: str, cls: str) -> Any:
+    if memory_spec.get(key) is None:
+        raise ValueError(f"{key}: required by {cls}")
+    return memory_spec[key]
+
+
+def _to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+class Replay:
+    """Uniform experience replay over the last `max_size` transitions of all envs."""
+
+    is_episodic = False
+
+    def __init__(
+        self,
+        memory_spec: dict[str, Any],
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> None:
+        cls = type(self).__name__
+        max_size = float(_require(memory_spec, "max_size", cls))
+        if max_size < 1 or max_size != int(max_size):
+            raise ValueError(f"max_size: must be a positive whole number, got {max_size!r}")
+        self.max_size = int(max_size)
+        self.batch_size = int(_require(memory_spec, "batch_size", cls))
+        if not 1 <= self.batch_size <= self.max_size:
+            raise ValueError(
+                f"batch_size: must be in [1, max_size={self.max_size}], got {self.batch_size}"
+            )
+        self.use_cer = bool(memory_spec.get("use_cer", False))
+        self.num_envs = num_envs
+        self.capacity_steps = math.ceil(self.max_size / num_envs)
+        self.capacity = self.capacity_steps * num_envs
+        self.obs_shape, self.obs_dtype = obs_shape, obs_dtype
+        rows = (self.capacity_steps, num_envs)
+        self.data = {
+            "obs": np.zeros(rows + obs_shape, dtype=obs_dtype),
+            "actions": np.zeros(rows + action_shape, dtype=action_dtype),
+            "rewards": np.zeros(rows, dtype=np.float32),
+            "terminateds": np.zeros(rows, dtype=np.bool_),
+            "dones": np.zeros(rows, dtype=np.bool_),
+        }
+        self.final_idx = np.full(rows, -1, dtype=np.int32)
+        self.final_obs = np.zeros(
+            (min(INITIAL_FINAL_SLOTS, self.capacity),) + obs_shape, dtype=obs_dtype
+        )
+        self.final_head = 0  # ring slot of the oldest live final obs
+        self.final_count = 0
+        self.latest_next_obs = np.zeros((num_envs,) + obs_shape, dtype=obs_dtype)
+        self.head = 0  # the row the next add writes
+        self.num_rows = 0
+        self.rng = np.random.default_rng(torch.initial_seed())
+
+    # -- writing -----------------------------------------------------------------------------
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminateds: np.ndarray,
+        truncateds: np.ndarray,
+    ) -> None:
+        d, r = self.data, self.head
+        if self.num_rows == self.capacity_steps:  # row r is the oldest: release its final obs
+            self._release_finals(int(np.count_nonzero(self.final_idx[r] >= 0)))
+            self.final_idx[r] = -1
+        d["obs"][r] = obs
+        d["actions"][r] = actions
+        d["rewards"][r] = rewards
+        d["terminateds"][r] = terminateds
+        dones = np.logical_or(terminateds, truncateds, out=d["dones"][r])
+        if dones.any():
+            self.final_idx[r, dones] = self._push_finals(next_obs[dones])
+        self.latest_next_obs[...] = next_obs
+        self.head = (r + 1) % self.capacity_steps
+        self.num_rows = min(self.num_rows + 1, self.capacity_steps)
+
+    def _push_finals(self, finals: np.ndarray) -> np.ndarray:
+        n = len(finals)
+        if self.final_count + n > len(self.final_obs):
+            self._grow_finals(self.final_count + n)
+        slots = (self.final_head + self.final_count + np.arange(n)) % len(self.final_obs)
+        self.final_obs[slots] = finals
+        self.final_count += n
+        return slots
+
+    def _release_finals(self, n: int) -> None:
+        self.final_head = (self.final_head + n) % len(self.final_obs)
+        self.final_count -= n
+
+    def _grow_finals(self, needed: int) -> None:
+        size = len(self.final_obs)
+        new_size = min(max(2 * size, needed), self.capacity)
+        new = np.zeros((new_size,) + self.obs_shape, dtype=self.obs_dtype)
+        new[: self.final_count] = self.final_obs[
+            (self.final_head + np.arange(self.final_count)) % size
+        ]
+        live = self.final_idx >= 0
+        self.final_idx[live] = (self.final_idx[live] - self.final_head) % size
+        self.final_obs, self.final_head = new, 0
+
+    # -- reading -----------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self.num_rows * self.num_envs
+
+    def ready(self) -> bool:
+        return self.size >= self.batch_size
+
+    def _newest_idxs(self) -> np.ndarray:
+        """Flat indices of the newest row's transitions, at most batch_size of them."""
+        newest_row = (self.head - 1) % self.capacity_steps
+        return newest_row * self.num_envs + np.arange(min(self.num_envs, self.batch_size))
+
+    def _sample_idxs(self) -> np.ndarray:
+        return self.rng.integers(0, self.size, size=self.batch_size)
+
+    def _batch_idxs(self) -> np.ndarray:
+        idxs = self._sample_idxs()
+        if self.use_cer:
+            newest = self._newest_idxs()
+            idxs[-len(newest) :] = newest
+        return idxs
+
+    def _gather(self, idxs: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
+        rows, envs = np.divmod(idxs, self.num_envs)
+        batch = {k: v[rows, envs] for k, v in self.data.items()}
+        next_obs = self.data["obs"][(rows + 1) % self.capacity_steps, envs]
+        slots = self.final_idx[rows, envs]
+        ended = slots >= 0
+        next_obs[ended] = self.final_obs[slots[ended]]
+        newest = (rows == (self.head - 1) % self.capacity_steps) & ~ended
+        next_obs[newest] = self.latest_next_obs[envs[newest]]
+        batch["next_obs"] = next_obs
+        return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
+
+    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """A [batch_size, ...] batch of obs, actions, rewards, next_obs, terminateds, dones."""
+        return self._gather(self._batch_idxs(), device)
+
+    def update_priorities(self, idxs: torch.Tensor | np.ndarray, td_errors: torch.Tensor) -> None:
+        """Uniform replay has no priorities."""
+
+    def anneal(self, frame: int) -> None:
+        """Uniform replay has no schedule."""
+
+    # -- state -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        n = self.num_rows
+        return {
+            "capacity_steps": self.capacity_steps,
+            "num_envs": self.num_envs,
+            "head": self.head,
+            "num_rows": n,
+            "data": {k: torch.from_numpy(v[:n]) for k, v in self.data.items()},
+            "final_idx": torch.from_numpy(self.final_idx[:n]),
+            "final_obs": torch.from_numpy(self.final_obs),
+            "final_head": self.final_head,
+            "final_count": self.final_count,
+            "latest_next_obs": torch.from_numpy(self.latest_next_obs),
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved = (state["capacity_steps"], state["num_envs"])
+        if saved != (self.capacity_steps, self.num_envs):
+            raise ValueError(
+                f"max_size: the checkpoint's memory has {saved[0]} rows x {saved[1]} envs, "
+                f"this one {self.capacity_steps} x {self.num_envs}; resume with the same max_size and num_envs"
+            )
+        n = self.num_rows = state["num_rows"]
+        self.head = state["head"]
+        for k, v in state["data"].items():
+            self.data[k][:n] = v.numpy()
+        self.final_idx[:] = -1
+        self.final_idx[:n] = state["final_idx"].numpy()
+        self.final_obs = state["final_obs"].numpy().copy()
+        self.final_head, self.final_count = state["final_head"], state["final_count"]
+        self.latest_next_obs[...] = state["latest_next_obs"].numpy()
+        self.rng.bit_generator.state = state["rng"]
+        if n:  # the newest row's successors no longer depend on what the next add passes
+            newest_row = (self.head - 1) % self.capacity_steps
+            open_envs = self.final_idx[newest_row] < 0
+            self.final_idx[newest_row, open_envs] = self._push_finals(
+                self.latest_next_obs[open_envs]
+            )
+
+
+class PrioritizedReplay(Replay):
+    """Proportional prioritized replay (Schaul et al. 2016) with importance-sampling weights.
+
+    priority p_i = (|td_error_i| + epsilon) ** alpha, kept in a sum tree over the capacity; a
+    new transition gets the largest priority set so far (1 at first). A batch is stratified: the
+    total is split into batch_size equal segments and one leaf drawn uniformly within each.
+    Weights w_i = (N * P(i)) ** -beta / max_j w_j with N = size, P(i) = p_i / total, normalized
+    by the max over the batch (so they are <= 1 and only scale the loss down).
+    beta rises linearly from memory_spec beta (0.4 by default) to exactly 1 at frame
+    beta_end_step: the algorithm calls `anneal(frame)` every step.
+    """
+
+    def __init__(
+        self,
+        memory_spec: dict[str, Any],
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> None:
+        super().__init__(memory_spec, num_envs, obs_shape, obs_dtype, action_shape, action_dtype)
+        cls = type(self).__name__
+        self.alpha = float(_require(memory_spec, "alpha", cls))
+        self.epsilon = float(_require(memory_spec, "epsilon", cls))
+        self.beta_start = float(memory_spec.get("beta", DEFAULT_BETA))
+        self.beta_end_step = float(_require(memory_spec, "beta_end_step", cls))
+        for key, val in (("alpha", self.alpha), ("beta", self.beta_start)):
+            if not 0 <= val <= 1:
+                raise ValueError(f"{key}: must be in [0, 1], got {val!r}")
+        if self.epsilon <= 0:
+            raise ValueError(
+                f"epsilon: must be > 0 so every transition can be sampled, got {self.epsilon!r}"
+            )
+        if self.beta_end_step <= 0:
+            raise ValueError(f"beta_end_step: must be > 0, got {self.beta_end_step!r}")
+        self.beta = self.beta_start
+        self.max_priority = 1.0
+        self.tree = SumTree(self.capacity)
+
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminateds: np.ndarray,
+        truncateds: np.ndarray,
+    ) -> None:
+        row = self.head
+        super().add(obs, actions, rewards, next_obs, terminateds, truncateds)
+        leaves = row * self.num_envs + np.arange(self.num_envs)
+        self.tree.update(leaves, np.full(self.num_envs, self.max_priority))
+
+    def anneal(self, frame: int) -> None:
+        frac = min(frame / self.beta_end_step, 1.0)
+        self.beta = 1.0 - (1.0 - self.beta_start) * (1.0 - frac)  # exactly 1 once frac is 1
+
+    def _sample_idxs(self) -> np.ndarray:
+        segment = self.tree.total / self.batch_size
+        prefix_sums = (np.arange(self.batch_size) + self.rng.random(self.batch_size)) * segment
+        return self.tree.find(prefix_sums)
+
+    def is_weights(self, idxs: np.ndarray) -> np.ndarray:
+        """Importance-sampling weights of leaves `idxs`, normalized by their max."""
+        probs = self.tree.get(idxs) / self.tree.total
+        weights = (self.size * probs) ** -self.beta
+        return (weights / weights.max()).astype(np.float32)
+
+    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """The Replay batch plus `weights` [B] (float32) and `idxs` [B] for update_priorities."""
+        idxs = self._batch_idxs()
+        batch = self._gather(idxs, device)
+        batch["weights"] = torch.as_tensor(self.is_weights(idxs), device=device)
+        batch["idxs"] = torch.as_tensor(idxs, device=device)
+        return batch
+
+    def update_priorities(self, idxs: torch.Tensor | np.ndarray, td_errors: torch.Tensor) -> None:
+        abs_errors = np.abs(_to_numpy(td_errors).astype(np.float64).ravel())
+        priorities = (abs_errors + self.epsilon) ** self.alpha
+        self.tree.update(_to_numpy(idxs).ravel(), priorities)
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "tree": self.tree.state_dict(),
+            "max_priority": self.max_priority,
+            "beta": self.beta,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.tree.load_state_dict(state["tree"])
+        self.max_priority, self.beta = state["max_priority"], state["beta"]

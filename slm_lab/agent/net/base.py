@@ -1,0 +1,93 @@
+"""Net: the base of every net type, a body (the subclass's `embed`) then one linear head per output."""
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from slm_lab.agent.net import net_util
+from slm_lab.agent.net.batch_renorm import BatchRenorm1d
+
+
+class Net(nn.Module):
+    """Heads, optional state-independent log-std and output activation, shared by all net types.
+
+    A subclass builds its body, then calls `init_heads` with the body's feature width, and
+    implements `embed(x) -> features`. `heads` holds one linear head per entry of `out_dims`;
+    `head_gains` the init gain (std) of each head (e.g. actor_init_std 0.01, critic_init_std 1.0),
+    None for the body's init. `log_std_dim` adds a state-independent log-std parameter.
+    """
+
+    heads: nn.ModuleList
+    out_activation: nn.Module | None
+    log_std: nn.Parameter | None
+
+    def init_heads(
+        self,
+        net_spec: dict[str, Any],
+        feat_dim: int,
+        out_dims: list[int],
+        head_gains: list[float | None] | None,
+        log_std_dim: int,
+    ) -> None:
+        init_fn = net_spec.get("init_fn")
+        self.heads = nn.ModuleList()
+        for dim, gain in zip(out_dims, head_gains or [None] * len(out_dims), strict=True):
+            head = nn.Linear(feat_dim, dim)
+            if gain is not None:
+                net_util.init_layer(head, init_fn or "orthogonal_", None, gain=gain)
+            else:
+                net_util.init_layer(head, init_fn, None)
+            self.heads.append(head)
+        self.out_activation = (
+            net_util.get_activation(net_spec["out_layer_activation"])
+            if net_spec.get("out_layer_activation")
+            else None
+        )
+        self.log_std = (
+            nn.Parameter(torch.full((log_std_dim,), float(net_spec.get("log_std_init", 0.0))))
+            if log_std_dim
+            else None
+        )
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        h = self.embed(x)
+        # head.forward called directly: nn.Module.__call__'s hook dispatch costs more than a
+        # small linear layer itself
+        outs = [head.forward(h) for head in self.heads]
+        if self.out_activation is not None:
+            outs = [self.out_activation(o) for o in outs]
+        return outs
+
+
+def hidden_layers(
+    net_spec: dict[str, Any], in_dim: int, widths: list[int], norm: bool = True
+) -> tuple[list[nn.Module], int]:
+    """Per width: Linear, the spec's norm layers (batch renorm, batch norm, layer norm), activation.
+
+    Returns (layers, output width). `norm` False leaves out the norm layers.
+    """
+    activation = net_spec.get("hid_layers_activation", "relu")
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in widths:
+        linear = nn.Linear(last, width)
+        net_util.init_layer(linear, net_spec.get("init_fn"), activation)
+        layers.append(linear)
+        if norm and net_spec.get("batch_renorm"):
+            warmup = net_spec.get("batch_renorm_warmup_steps")
+            layers.append(
+                BatchRenorm1d(width)
+                if warmup is None
+                else BatchRenorm1d(width, warmup_steps=warmup)
+            )
+        if norm and net_spec.get("batch_norm"):
+            layers.append(nn.BatchNorm1d(width))
+        if norm and net_spec.get("layer_norm"):
+            layers.append(nn.LayerNorm(width))
+        layers.append(net_util.get_activation(activation))
+        last = width
+    return layers, last

@@ -1,0 +1,389 @@
+"""Replay and PrioritizedReplay: sum tree math, IS weights, successors across wrap-around and
+episode ends with vector envs, dtypes, footprint, exact state round trips, CER, bad specs."""
+
+import copy
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_spec
+
+from slm_lab.agent.memory import MEMORIES, replay
+from slm_lab.agent.memory.replay import PrioritizedReplay, Replay
+from slm_lab.agent.memory.sum_tree import SumTree
+from slm_lab.spec import spec_util
+from slm_lab.spec.spec_util import SpecError
+
+CPU = torch.device("cpu")
+PER_SPEC = {"alpha": 1.0, "epsilon": 0.5, "beta": 0.4, "beta_end_step": 100}
+
+
+@pytest.fixture(autouse=True)
+def seeded() -> Iterator[None]:
+    """Memories seed their sampler from torch's seed: fix it so every test is deterministic."""
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    yield
+    torch.random.set_rng_state(state)
+
+
+def make_memory(cls: type[Replay] = Replay, num_envs: int = 2, **spec: Any) -> Replay:
+    memory_spec = {"max_size": 6, "batch_size": 4} | (PER_SPEC if cls is PrioritizedReplay else {})
+    return cls(memory_spec | spec, num_envs, (2,), np.float32, (), np.int64)
+
+
+class EnvStream:
+    """Vector-env steps with unique ids: obs = [id, env], actions = the transition's id.
+
+    `step(dones)` adds one row; an env marked terminated/truncated gets a final obs [-id, env]
+    as its successor and starts over from a fresh reset obs. `truth` maps transition id to
+    (obs, next_obs, reward, terminated, done) as they really happened.
+    """
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+        self.next_id = 1
+        self.obs = self._fresh(num_envs)
+        self.truth: dict[int, tuple] = {}
+        self.order: list[int] = []  # transition ids in the order they were added
+
+    def _fresh(self, n: int) -> np.ndarray:
+        ids = np.arange(self.next_id, self.next_id + n, dtype=np.float32)
+        self.next_id += n
+        return np.stack([ids, np.arange(n, dtype=np.float32)], 1)
+
+    def step(
+        self, mem: Replay, terminated: list[int] = (), truncated: list[int] = ()
+    ) -> np.ndarray:
+        n = self.num_envs
+        terms, truncs = np.zeros(n, bool), np.zeros(n, bool)
+        terms[list(terminated)] = True
+        truncs[list(truncated)] = True
+        dones = terms | truncs
+        actions = np.arange(self.next_id, self.next_id + n, dtype=np.int64)
+        self.next_id += n
+        rewards = actions.astype(np.float32) / 10
+        following = self._fresh(n)
+        real_next = following.copy()
+        real_next[dones, 0] *= -1  # the final obs; the env resets to `following`
+        mem.add(self.obs, actions, rewards, real_next, terms, truncs)
+        for e in range(n):
+            self.truth[int(actions[e])] = (
+                self.obs[e].tolist(),
+                real_next[e].tolist(),
+                float(rewards[e]),
+                bool(terms[e]),
+                bool(dones[e]),
+            )
+            self.order.append(int(actions[e]))
+        self.obs = following
+        return actions
+
+
+def check_batch(batch: dict[str, torch.Tensor], truth: dict[int, tuple]) -> set[int]:
+    """Every sampled transition equals what happened; returns the ids seen."""
+    ids = batch["actions"].tolist()
+    for i, tid in enumerate(ids):
+        obs, next_obs, reward, terminated, done = truth[tid]
+        assert batch["obs"][i].tolist() == obs, tid
+        assert batch["next_obs"][i].tolist() == next_obs, tid
+        assert batch["rewards"][i].item() == pytest.approx(reward)
+        assert batch["terminateds"][i].item() == terminated
+        assert batch["dones"][i].item() == done
+    return set(ids)
+
+
+# -- sum tree ----------------------------------------------------------------------------------
+def test_sum_tree_total_and_updates() -> None:
+    tree = SumTree(5)
+    tree.update(np.arange(5), np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
+    assert tree.total == 15.0
+    tree.update(np.array([2]), np.array([10.0]))
+    assert tree.total == 22.0
+    tree.update(np.array([0, 4, 0]), np.array([7.0, 0.0, 7.0]))  # a repeated leaf
+    assert tree.total == 7 + 2 + 10 + 4 + 0
+    assert tree.get(np.arange(5)).tolist() == [7.0, 2.0, 10.0, 4.0, 0.0]
+
+
+def test_sum_tree_find_by_prefix_sum() -> None:
+    tree = SumTree(5)  # 8 leaves inside, the last 3 padding
+    tree.update(np.arange(5), np.array([1.0, 0.0, 2.0, 3.0, 0.5]))
+    prefix = [0.0, 0.999, 1.0, 2.999, 3.0, 5.999, 6.0, 6.49, 6.5, 100.0]
+    # leaf 1 (zero) is never chosen; u at or past the total lands on the last positive leaf
+    assert tree.find(np.array(prefix)).tolist() == [0, 0, 2, 2, 3, 3, 4, 4, 4, 4]
+    assert SumTree(1).find(np.array([0.0])).tolist() == [0]
+
+
+def test_sum_tree_sampling_proportions() -> None:
+    tree = SumTree(4)
+    priorities = np.array([1.0, 2.0, 3.0, 4.0])
+    tree.update(np.arange(4), priorities)
+    draws = tree.find(np.random.default_rng(0).random(100_000) * tree.total)
+    freqs = np.bincount(draws, minlength=4) / len(draws)
+    # std of each frequency <= 0.0016; 0.01 is over 6 std (and the seed is fixed)
+    np.testing.assert_allclose(freqs, priorities / priorities.sum(), atol=0.01)
+
+
+def test_sum_tree_state_rebuilds_the_same_tree() -> None:
+    tree = SumTree(6)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        tree.update(rng.integers(0, 6, 3), rng.random(3))
+    other = SumTree(6)
+    other.load_state_dict(tree.state_dict())
+    assert np.array_equal(other.tree, tree.tree)
+
+
+# -- prioritized replay ------------------------------------------------------------------------
+def filled_per(**spec: Any) -> PrioritizedReplay:
+    """4 transitions (1 env) with priorities [1, 2, 3, 4] (alpha 1, epsilon 0.5)."""
+    mem = make_memory(PrioritizedReplay, num_envs=1, max_size=4, batch_size=2, **spec)
+    stream = EnvStream(1)
+    for _ in range(4):
+        stream.step(mem)
+    mem.update_priorities(torch.arange(4), torch.tensor([0.5, -1.5, 2.5, 3.5]))
+    return mem
+
+
+def test_per_priorities_and_max_priority_for_new_transitions() -> None:
+    mem = filled_per()
+    assert mem.tree.get(np.arange(4)).tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert mem.max_priority == 4.0
+    EnvStream(1).step(mem)  # overwrites leaf 0 with the max priority
+    assert mem.tree.get(np.arange(4)).tolist() == [4.0, 2.0, 3.0, 4.0]
+    sqrt = make_memory(PrioritizedReplay, num_envs=1, alpha=0.5, epsilon=1.0)
+    EnvStream(1).step(sqrt)
+    sqrt.update_priorities(np.array([0]), np.array([[3.0]]))
+    assert sqrt.tree.get(np.array([0])).tolist() == [2.0]  # (3 + 1) ** 0.5
+
+
+def test_per_importance_sampling_weights() -> None:
+    mem = filled_per(beta=0.5)
+    # P = [0.1, 0.4], N = 4: w = [0.4, 1.6] ** -0.5 = [1.581, 0.791]; / max -> [1, 0.5]
+    np.testing.assert_allclose(mem.is_weights(np.array([0, 3])), [1.0, 0.5], rtol=1e-6)
+    mem.anneal(100)  # beta 1: w = 1 / [0.8, 1.2]; / max -> [1, 2/3]
+    np.testing.assert_allclose(mem.is_weights(np.array([1, 2])), [1.0, 2 / 3], rtol=1e-6)
+    batch = mem.sample(CPU)
+    assert batch["weights"].dtype == torch.float32 and batch["weights"].shape == (2,)
+    expected = mem.is_weights(batch["idxs"].numpy())
+    np.testing.assert_allclose(batch["weights"].numpy(), expected)
+
+
+def test_per_beta_anneals_linearly_to_exactly_one() -> None:
+    mem = make_memory(PrioritizedReplay, beta=0.4, beta_end_step=1000)
+    assert mem.beta == 0.4
+    betas = []
+    for frame in (250, 500, 999, 1000, 5000):
+        mem.anneal(frame)
+        betas.append(mem.beta)
+    np.testing.assert_allclose(betas[:3], [0.55, 0.7, 0.4 + 0.6 * 0.999])
+    assert betas[3] == 1.0 and betas[4] == 1.0
+
+
+def test_per_stratified_sampling_covers_every_segment() -> None:
+    """Equal priorities, batch = size: one draw per segment takes each leaf exactly once."""
+    mem = make_memory(PrioritizedReplay, num_envs=2, max_size=8, batch_size=8)
+    stream = EnvStream(2)
+    for _ in range(4):
+        stream.step(mem)
+    for _ in range(5):
+        assert sorted(mem.sample(CPU)["idxs"].tolist()) == list(range(8))
+
+
+def test_per_samples_in_proportion_to_priority() -> None:
+    mem = filled_per()
+    counts = np.zeros(4)
+    for _ in range(10_000):
+        counts += np.bincount(mem.sample(CPU)["idxs"].numpy(), minlength=4)
+    # std of each frequency <= 0.0036 over 20000 draws; 0.02 is over 5 std (and seeded)
+    np.testing.assert_allclose(counts / counts.sum(), [0.1, 0.2, 0.3, 0.4], atol=0.02)
+
+
+# -- replay storage ----------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [Replay, PrioritizedReplay])
+def test_wrap_around_and_episode_ends_give_true_successors(cls: type[Replay]) -> None:
+    """max_size 6 with 2 envs (3 rows): after every add, everything sampled is one of the last 6
+    transitions exactly as it happened, and every one of them gets sampled."""
+    mem = make_memory(cls, num_envs=2, max_size=6, batch_size=4)
+    stream = EnvStream(2)
+    ends = {2: ([0], []), 3: ([], [1]), 5: ([0], [1]), 6: ([1], []), 9: ([], [0]), 10: ([0], [])}
+    for t in range(14):
+        stream.step(mem, *ends.get(t, ([], [])))
+        assert mem.size == min(2 * (t + 1), 6)
+        seen: set[int] = set()
+        for _ in range(60):
+            seen |= check_batch(mem.sample(CPU), stream.truth)
+        assert seen == set(stream.order[-6:])
+
+
+def test_episode_ends_with_vector_envs() -> None:
+    mem = make_memory(num_envs=3, max_size=30, batch_size=3)
+    stream = EnvStream(3)
+    a0 = stream.step(mem, terminated=[1])
+    a1 = stream.step(mem, truncated=[2])
+    a2 = stream.step(mem, terminated=[0], truncated=[2])
+    seen: set[int] = set()
+    for _ in range(100):
+        seen |= check_batch(mem.sample(CPU), stream.truth)
+    assert seen == set(stream.order)
+    # spelled out: env 1 terminated at step 0, its next obs is the final obs, not the reset obs
+    _, next_obs, _, terminated, done = stream.truth[int(a0[1])]
+    assert next_obs[0] < 0 and terminated and done
+    _, next_obs, _, terminated, done = stream.truth[int(a1[2])]  # truncated: done, not terminated
+    assert next_obs[0] < 0 and not terminated and done
+    assert stream.truth[int(a2[1])][4] is False
+
+
+def test_final_obs_ring_grows_after_wrapping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rare episode ends first (the ring wraps), then every step ends one (the ring grows while
+    its head is mid-array): successors stay right throughout."""
+    monkeypatch.setattr(replay, "INITIAL_FINAL_SLOTS", 4)
+    mem = make_memory(num_envs=4, max_size=40, batch_size=8)
+    stream = EnvStream(4)
+    sizes = []
+    for t in range(40):
+        ends = [t % 4] if t < 20 and t % 3 == 0 else [0, 1, 2, 3] if t >= 20 else []
+        stream.step(mem, truncated=ends)
+        sizes.append(len(mem.final_obs))
+        seen: set[int] = set()
+        for _ in range(60):
+            seen |= check_batch(mem.sample(CPU), stream.truth)
+        assert seen == set(stream.order[-40:])
+    assert sizes[19] == 4 and sizes[-1] == 40
+
+
+def test_uint8_observations_stay_uint8() -> None:
+    mem = Replay({"max_size": 10, "batch_size": 2}, 2, (3, 3), np.uint8, (), np.int64)
+    obs = np.full((2, 3, 3), 200, dtype=np.uint8)
+    ended = np.array([True, False])
+    mem.add(obs, np.zeros(2, np.int64), np.zeros(2, np.float32), obs + 1, ended, ~ended)
+    batch = mem.sample(CPU)
+    assert batch["obs"].dtype == torch.uint8 and batch["next_obs"].dtype == torch.uint8
+    assert batch["next_obs"].tolist() == (obs[:2] + 1).tolist()
+    arrays = [v for v in vars(mem).values() if isinstance(v, np.ndarray)] + [mem.data["obs"]]
+    assert all(a.dtype == np.uint8 for a in arrays if a.shape[-2:] == (3, 3))
+
+
+@pytest.mark.parametrize("num_envs", [1, 16])
+def test_float_max_size_and_footprint(num_envs: int) -> None:
+    mem = Replay({"max_size": 1e6, "batch_size": 32}, num_envs, (4,), np.float32, (), np.int64)
+    assert mem.capacity == 1_000_000
+    one_copy = 1_000_000 * (4 * 4 + 8 + 4 + 1 + 1)  # obs + action + reward + two flags
+    arrays = [v for v in vars(mem).values() if isinstance(v, np.ndarray)]
+    total = sum(a.nbytes for a in arrays + list(mem.data.values()))
+    assert total < 1.3 * one_copy
+
+
+def test_use_cer_puts_the_newest_transitions_in_every_batch() -> None:
+    for cls in (Replay, PrioritizedReplay):
+        mem = make_memory(cls, num_envs=2, max_size=100, batch_size=4, use_cer=True)
+        stream = EnvStream(2)
+        for _ in range(30):
+            newest = stream.step(mem)
+            if mem.ready():
+                assert mem.sample(CPU)["actions"][-2:].tolist() == newest.tolist()
+
+
+def test_sampling_follows_the_global_seed() -> None:
+    def draws(seed: int) -> list[list[int]]:
+        torch.manual_seed(seed)
+        mem = make_memory(max_size=50, batch_size=8)
+        stream = EnvStream(2)
+        for _ in range(20):
+            stream.step(mem)
+        return [mem.sample(CPU)["actions"].tolist() for _ in range(3)]
+
+    assert draws(3) == draws(3)
+    assert draws(3) != draws(4)
+
+
+# -- state -------------------------------------------------------------------------------------
+def round_trip(state: dict[str, Any]) -> dict[str, Any]:
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+@pytest.mark.parametrize("cls", [Replay, PrioritizedReplay])
+def test_state_round_trip_reproduces_samples(cls: type[Replay]) -> None:
+    torch.manual_seed(0)
+    mem = make_memory(cls, num_envs=2, max_size=10, batch_size=4)
+    stream = EnvStream(2)
+    for t in range(8):
+        stream.step(mem, terminated=[t % 2] if t % 3 == 0 else [])
+    mem.sample(CPU)
+    mem.anneal(30)
+    mem.update_priorities(np.array([0, 3]), np.array([2.0, 5.0]))
+    state = round_trip(mem.state_dict())
+    torch.manual_seed(1)  # a different seed: the sampler's state must come from the checkpoint
+    other = make_memory(cls, num_envs=2, max_size=10, batch_size=4)
+    other.load_state_dict(state)
+    other_stream = copy.deepcopy(stream)
+    for t in range(6):
+        if t % 2:
+            stream.step(mem, terminated=[0])
+            other_stream.step(other, terminated=[0])
+        a, b = mem.sample(CPU), other.sample(CPU)
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
+
+
+def test_resume_with_restarted_episodes_keeps_newest_successors() -> None:
+    """After loading, the next add may pass a reset obs (env not restored): the last stored
+    transitions must keep their true successors."""
+    mem = make_memory(num_envs=2, max_size=4, batch_size=4)
+    stream = EnvStream(2)
+    stream.step(mem)
+    stream.step(mem, terminated=[1])
+    other = make_memory(num_envs=2, max_size=4, batch_size=4)
+    other.load_state_dict(round_trip(mem.state_dict()))
+    stream.obs = stream._fresh(2)  # episodes restart: this obs does not follow the last one
+    stream.step(other)
+    seen: set[int] = set()
+    for _ in range(50):
+        seen |= check_batch(other.sample(CPU), stream.truth)
+    assert seen == set(stream.order[-4:])
+
+
+# -- bad input ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("cls", "spec", "message"),
+    [
+        (Replay, {"batch_size": 7}, "batch_size: must be in [1, max_size=6], got 7"),
+        (Replay, {"max_size": 10.5}, "max_size: must be a positive whole number, got 10.5"),
+        (Replay, {"max_size": None}, "max_size: required by Replay"),
+        (PrioritizedReplay, {"alpha": 1.5}, "alpha: must be in [0, 1], got 1.5"),
+        (PrioritizedReplay, {"beta": -0.1}, "beta: must be in [0, 1], got -0.1"),
+        (PrioritizedReplay, {"epsilon": 0}, "epsilon: must be > 0"),
+        (PrioritizedReplay, {"beta_end_step": None}, "beta_end_step: required by"),
+    ],
+)
+def test_bad_memory_spec(cls: type[Replay], spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        make_memory(cls, **spec)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("memory", "message"),
+    [
+        ({"alpha": 1.5}, "agent.memory.alpha: must be in [0, 1], got 1.5"),
+        ({"beta": -0.5}, "agent.memory.beta: must be in [0, 1], got -0.5"),
+        ({"max_size": 100, "batch_size": 200}, "agent.memory.batch_size: must be <= max_size"),
+    ],
+)
+def test_spec_validation_of_memory_values(memory: dict[str, Any], message: str) -> None:
+    spec = make_spec("random")
+    spec["agent"]["memory"] = {"name": "PrioritizedReplay", "alpha": 0.6, "epsilon": 1e-6} | memory
+    with pytest.raises(SpecError) as err:
+        spec_util.validate(spec)
+    assert message in str(err.value)
+
+
+def test_registered() -> None:
+    assert MEMORIES["Replay"] is Replay and MEMORIES["PrioritizedReplay"] is PrioritizedReplay
