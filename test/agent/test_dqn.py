@@ -1,0 +1,144 @@
+"""Value-based algorithms: the three Q-targets on a hand-built batch, SARSA's target, target updates."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from slm_lab.agent import Agent
+from slm_lab.env import VecEnv
+
+GAMMA = 0.9
+
+
+class FixedQ(nn.Module):
+    """Q(s, .) = s @ W: a linear table we set by hand (returns a list of heads like every net)."""
+
+    def __init__(self, weight: list[list[float]]) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor(weight))
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return [x @ self.weight]
+
+
+def dqn_spec(name: str, per: bool = False) -> dict:
+    memory = {"name": "PrioritizedReplay", "alpha": 0.6, "epsilon": 1e-6, "beta_end_step": 100} if per else {"name": "Replay"}
+    return {
+        "name": name,
+        "algorithm": {
+            "name": name, "action_policy": "epsilon_greedy", "gamma": GAMMA,
+            "explore_var_spec": {"name": "no_decay", "start_val": 0.1},
+        },
+        "memory": {**memory, "max_size": 100, "batch_size": 4},
+        "net": {"type": "MLPNet", "hid_layers": [8], "optim_spec": {"name": "SGD", "lr": 0.1}, "update_type": "replace", "update_frequency": 1},
+    }
+
+
+def make_algo(name: str, per: bool = False):
+    env = VecEnv({"name": "CartPole-v1", "num_envs": 1, "max_frame": 1000}, seed=0)
+    return Agent(dqn_spec(name, per), env).algorithm
+
+
+# next state s' = e_0: online Q(s', .) = [1, 3]; target Q(s', .) = [2, 0.5]
+ONLINE = [[1.0, 3.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+TARGET = [[2.0, 0.5], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+NEXT_OBS = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("VanillaDQN", 3.0),  # max of the online net
+        ("DQN", 2.0),  # max of the target net
+        ("DoubleDQN", 0.5),  # the target net's value of the online net's argmax (action 1)
+    ],
+)
+def test_q_targets_differ_as_named(name: str, expected: float) -> None:
+    algo = make_algo(name)
+    algo.net = FixedQ(ONLINE)
+    if name != "VanillaDQN":
+        algo.target_net = FixedQ(TARGET)
+    assert algo.next_q(NEXT_OBS).item() == pytest.approx(expected)
+
+
+def test_train_batch_uses_target_and_terminal_mask() -> None:
+    """y = r + gamma * (1 - terminated) * max_a Q_target(s', a), checked through the loss."""
+    algo = make_algo("DQN")
+    algo.net, algo.target_net = FixedQ(ONLINE), FixedQ(TARGET)
+    algo.loss_fn = nn.MSELoss(reduction="none")
+    algo.optims = [torch.optim.SGD(algo.net.parameters(), lr=0.0)]
+    batch = {
+        "obs": torch.tensor([[1.0, 0, 0, 0], [1.0, 0, 0, 0]]),
+        "actions": torch.tensor([0, 1]),
+        "rewards": torch.tensor([1.0, 1.0]),
+        "next_obs": torch.cat([NEXT_OBS, NEXT_OBS]),
+        "terminateds": torch.tensor([False, True]),
+        "dones": torch.tensor([False, True]),
+    }
+    # q_preds = [1, 3]; targets = [1 + 0.9 * 2, 1] = [2.8, 1]; loss = mean((1-2.8)^2, (3-1)^2)
+    loss = algo.train_batch(batch)
+    assert loss == pytest.approx(((1 - 2.8) ** 2 + (3 - 1) ** 2) / 2)
+
+
+def test_replace_target_update_copies_the_online_net() -> None:
+    algo = make_algo("DQN")
+    with torch.no_grad():
+        for p in algo.net.parameters():
+            p.add_(1.0)
+    assert not all(torch.equal(a, b) for a, b in zip(algo.net.parameters(), algo.target_net.parameters(), strict=True))
+    algo.clock.frame = 5
+    algo.update_target()
+    assert all(torch.equal(a, b) for a, b in zip(algo.net.parameters(), algo.target_net.parameters(), strict=True))
+
+
+def test_per_priorities_follow_td_errors() -> None:
+    algo = make_algo("DoubleDQN", per=True)
+    env = algo.env
+    obs = env.reset()
+    for _ in range(8):
+        actions = algo.act(obs)
+        next_obs, rewards, terms, truncs, real_next = env.step(actions)
+        algo.memory.add(obs, actions, rewards, real_next, terms, truncs)
+        obs = next_obs
+    batch = algo.memory.sample(algo.device)
+    assert "weights" in batch and "idxs" in batch
+    before = algo.memory.tree.total if hasattr(algo.memory, "tree") else None
+    algo.train_batch(batch)
+    if before is not None:
+        assert algo.memory.tree.total != before  # priorities were rewritten from the TD errors
+
+
+def test_sarsa_target_uses_next_action_and_expectation_at_boundaries() -> None:
+    env = VecEnv({"name": "CartPole-v1", "num_envs": 1, "max_frame": 1000}, seed=0)
+    spec = {
+        "name": "SARSA",
+        "algorithm": {"name": "SARSA", "action_policy": "epsilon_greedy", "gamma": GAMMA, "training_frequency": 3,
+                      "explore_var_spec": {"name": "no_decay", "start_val": 0.5}},
+        "memory": {"name": "OnPolicyBatchReplay"},
+        "net": {"type": "MLPNet", "hid_layers": [8], "optim_spec": {"name": "SGD", "lr": 0.0}, "loss_spec": {"name": "MSELoss"}},
+    }
+    algo = Agent(spec, env).algorithm
+    algo.net = FixedQ(ONLINE)
+    algo.optims = [torch.optim.SGD(algo.net.parameters(), lr=0.0)]
+    s = np.array([[1.0, 0, 0, 0]], dtype=np.float32)
+    # three steps in one env: a = 0, 1, 0; rewards 1; no episode end
+    for a in (0, 1, 0):
+        algo.memory.add(s, np.array([a]), np.array([1.0], dtype=np.float32), s, np.array([False]), np.array([False]))
+    loss = algo.train()
+    # Q(s,.) = [1, 3]; q_preds = [1, 3, 1]
+    # t=0: next action 1 -> y = 1 + 0.9*3 = 3.7; t=1: next action 0 -> y = 1 + 0.9*1 = 1.9
+    # t=2 (batch end): expectation under eps-greedy(0.5): 0.25*1 + 0.75*3 = 2.5 -> y = 1 + 0.9*2.5 = 3.25
+    expected = ((1 - 3.7) ** 2 + (3 - 1.9) ** 2 + (1 - 3.25) ** 2) / 3
+    assert loss == pytest.approx(expected)
+
+
+def test_value_based_specs_deep_copy_safe() -> None:
+    """Building an agent does not mutate its spec (specs are data reused across sessions)."""
+    spec = dqn_spec("DoubleDQN", per=True)
+    before = copy.deepcopy(spec)
+    env = VecEnv({"name": "CartPole-v1", "num_envs": 1, "max_frame": 1000}, seed=0)
+    Agent(spec, env)
+    assert spec == before
