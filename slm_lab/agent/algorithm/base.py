@@ -22,7 +22,9 @@ class Algorithm:
 
     discrete_only = False
     off_policy = False
-    memory_kinds: tuple[str, ...] = ("OnPolicyBatchReplay",)  # memories the algorithm can train from
+    memory_kinds: tuple[str, ...] = (
+        "OnPolicyBatchReplay",
+    )  # memories the algorithm can train from
 
     def __init__(self, agent_spec: dict[str, Any], env: VecEnv, device: torch.device) -> None:
         self.spec = agent_spec
@@ -120,9 +122,16 @@ class Algorithm:
         self.explore_var.update(self.clock.frame, self.eval_mode)
 
     def optimize(
-        self, loss: torch.Tensor, nets: list[torch.nn.Module], clip_grad_vals: list[float | None]
+        self,
+        loss: torch.Tensor,
+        param_groups: list[list[torch.nn.Parameter]],
+        clip_grad_vals: list[float | None],
     ) -> bool:
-        """Backprop `loss` and step every optimizer; skip (with a warning) a non-finite loss."""
+        """Backprop `loss` and step every optimizer; skip (with a warning) a non-finite loss.
+
+        Each of `param_groups` (parameter lists built once: walking a module's parameters per
+        step cost more than the clipping) has its gradient norm clipped to its clip value.
+        """
         if not torch.isfinite(loss):
             warn_rate_limited(
                 "nonfinite_loss",
@@ -132,9 +141,9 @@ class Algorithm:
         for optim in self.optims:
             optim.zero_grad(set_to_none=True)
         loss.backward()
-        for net, clip in zip(nets, clip_grad_vals, strict=True):
+        for params, clip in zip(param_groups, clip_grad_vals, strict=True):
             if clip is not None:
-                torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+                torch.nn.utils.clip_grad_norm_(params, clip)
         for optim in self.optims:
             optim.step()
         self.clock.opt_step += 1

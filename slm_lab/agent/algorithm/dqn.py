@@ -27,11 +27,20 @@ class VanillaDQN(OffPolicy):
         super().init_nets()
         spec = self.net_spec
         self.net = build_net(spec, self.obs_shape, [self.action_dim]).to(self.device)
-        self.optims = [net_util.build_optim(spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}, self.net.parameters())]
-        scheduler = net_util.build_lr_scheduler(spec.get("lr_scheduler_spec"), self.optims[0], self.clock)
+        self.optims = [
+            net_util.build_optim(
+                spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}, self.net.parameters()
+            )
+        ]
+        scheduler = net_util.build_lr_scheduler(
+            spec.get("lr_scheduler_spec"), self.optims[0], self.clock
+        )
         self.lr_schedulers = [scheduler] if scheduler is not None else []
-        self.loss_fn = net_util.build_loss({**(spec.get("loss_spec") or {"name": "MSELoss"}), "reduction": "none"})
+        self.loss_fn = net_util.build_loss(
+            {**(spec.get("loss_spec") or {"name": "MSELoss"}), "reduction": "none"}
+        )
         self.clip_grad_val = spec.get("clip_grad_val")
+        self.net_params = list(self.net.parameters())
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"net": self.net}
@@ -51,9 +60,11 @@ class VanillaDQN(OffPolicy):
         q_preds = self.q_values(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         with torch.no_grad():
             next_q = self.next_q(batch["next_obs"].float())
-            q_targets = batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q
+            q_targets = (
+                batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q
+            )
         loss = self.weighted_mean(self.loss_fn(q_preds, q_targets), batch)
-        if self.optimize(loss, [self.net], [self.clip_grad_val]):
+        if self.optimize(loss, [self.net_params], [self.clip_grad_val]):
             self.update_priorities(batch, q_preds - q_targets)
             self.update_target()
         return loss.item()

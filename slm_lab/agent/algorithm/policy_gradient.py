@@ -40,9 +40,10 @@ class PolicyGradient(Algorithm):
             if s is not None
         ]
         if len(self.optims) == 1:  # one optimizer over everything: clip the global gradient norm
-            self.clip_nets, self.clip_vals = [self.nets], [parts[0][1].get("clip_grad_val")]
+            self.clip_params = [list(self.nets.parameters())]
+            self.clip_vals = [parts[0][1].get("clip_grad_val")]
         else:
-            self.clip_nets = [net for net, _ in parts]
+            self.clip_params = [list(net.parameters()) for net, _ in parts]
             self.clip_vals = [spec.get("clip_grad_val") for _, spec in parts]
         self.entropy_coef = VarScheduler(self.algorithm_spec.get("entropy_coef_spec"), default=0.0)
         self.normalize_v_targets = bool(self.algorithm_spec.get("normalize_v_targets"))

@@ -22,11 +22,18 @@ class SARSA(Algorithm):
     def init_nets(self) -> None:
         spec = self.net_spec
         self.net = build_net(spec, self.obs_shape, [self.action_dim]).to(self.device)
-        self.optims = [net_util.build_optim(spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}, self.net.parameters())]
-        scheduler = net_util.build_lr_scheduler(spec.get("lr_scheduler_spec"), self.optims[0], self.clock)
+        self.optims = [
+            net_util.build_optim(
+                spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}, self.net.parameters()
+            )
+        ]
+        scheduler = net_util.build_lr_scheduler(
+            spec.get("lr_scheduler_spec"), self.optims[0], self.clock
+        )
         self.lr_schedulers = [scheduler] if scheduler is not None else []
         self.loss_fn = net_util.build_loss(spec.get("loss_spec"))
         self.clip_grad_val = spec.get("clip_grad_val")
+        self.net_params = list(self.net.parameters())
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"net": self.net}
@@ -38,14 +45,21 @@ class SARSA(Algorithm):
         batch = self.memory.sample(self.device)
         T, N = batch["rewards"].shape
         actions = batch["actions"].long()
-        q_preds = self.net(flat(batch["obs"]).float())[0].view(T, N, -1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        q_preds = (
+            self.net(flat(batch["obs"]).float())[0]
+            .view(T, N, -1)
+            .gather(-1, actions.unsqueeze(-1))
+            .squeeze(-1)
+        )
         with torch.no_grad():
             next_q_all = self.net(flat(batch["next_obs"]).float())[0].view(T, N, -1)
             probs = D.discrete_policy_probs(next_q_all, self.action_policy, self.explore_var.val)
             next_q = (probs * next_q_all).sum(-1)  # expectation, used where a_{t+1} is not known
             taken = next_q_all[:-1].gather(-1, actions[1:].unsqueeze(-1)).squeeze(-1)
             next_q[:-1] = torch.where(batch["dones"][:-1], next_q[:-1], taken)
-            q_targets = batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q
+            q_targets = (
+                batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q
+            )
         loss = self.loss_fn(q_preds, q_targets)
-        self.optimize(loss, [self.net], [self.clip_grad_val])
+        self.optimize(loss, [self.net_params], [self.clip_grad_val])
         return loss.item()
