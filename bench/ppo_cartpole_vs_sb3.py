@@ -18,22 +18,13 @@ normalized per minibatch, no value clipping, no target_kl.
 Known differences SLM Lab's spec cannot remove (see MISMATCHES below).
 """
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+from compare_sb3 import Comparison, cli, pin_torch_threads, sb3_result, timed_learn
 
 ENV_ID = "CartPole-v1"
 SOLVED = 475.0
-ROOT = Path(__file__).resolve().parent.parent
-OUT_PATH = ROOT / "bench" / "out" / "ppo_cartpole_vs_sb3.json"
-LIBS = ("slm_lab", "sb3")
 
 # RL Zoo's hyperparameters for PPO on CartPole-v1
 ZOO = {
@@ -139,44 +130,12 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
     }
 
 
-# -- children: one library's training run, in its own process ---------------------------------
-def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
-    import torch
-
-    from slm_lab.experiment.control import Session
-    from slm_lab.lib import logger as log_setup
-    from slm_lab.spec import spec_util
-
-    torch.set_num_threads(1)
-    log_setup.setup("WARNING")
-    spec = slm_lab_spec(frames, seed)
-    spec_util.validate(spec, spec["name"])
-    with tempfile.TemporaryDirectory(prefix="slm_lab_vs_sb3_") as tmp:
-        run_dir = Path(tmp)
-        for sub in ("info", "graph", "log", "model"):
-            (run_dir / sub).mkdir()
-        session = Session(
-            spec, run_dir, trial=0, session=0, dev=False, resume=False, render=False, threads=1
-        )
-        start = time.perf_counter()
-        session.run()
-        wall = time.perf_counter() - start
-        return {
-            "frames": int(session.env.clock.frame),
-            "wall_s": wall,
-            "mean_return": float(session.env.total_reward),
-            "episodes": int(session.env.clock.epi),
-            "torch_threads": torch.get_num_threads(),
-        }
-
-
+# -- the SB3 child (the SLM Lab child is compare_sb3.run_session of slm_lab_spec) ---------------
 def run_sb3(frames: int, seed: int) -> dict[str, Any]:
-    import numpy as np
-    import torch
+    pin_torch_threads()
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    torch.set_num_threads(1)
     env = make_vec_env(
         ENV_ID, n_envs=ZOO["n_envs"], seed=seed
     )  # DummyVecEnv of Monitor-wrapped envs
@@ -201,107 +160,26 @@ def run_sb3(frames: int, seed: int) -> dict[str, Any]:
         device="cpu",
         verbose=0,
     )
-    start = time.perf_counter()
-    model.learn(total_timesteps=frames)
-    wall = time.perf_counter() - start
-    returns = [info["r"] for info in model.ep_info_buffer]  # Monitor returns, the last 100 episodes
-    episodes = sum(len(r) for r in env.env_method("get_episode_rewards"))
+    wall = timed_learn(model, frames)
+    result = sb3_result(model, env, wall)
     env.close()
-    return {
-        "frames": int(model.num_timesteps),
-        "wall_s": wall,
-        "mean_return": float(np.mean(returns)) if returns else float("nan"),
-        "episodes": episodes,
-        "torch_threads": torch.get_num_threads(),
-    }
-
-
-# -- parent ------------------------------------------------------------------------------------
-def run_child(lib: str, frames: int, seed: int) -> dict[str, Any]:
-    """Run one library's training in a fresh single-threaded Python process; its result dict."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    with tempfile.TemporaryDirectory(prefix="ppo_vs_sb3_") as tmp:
-        result_path = Path(tmp) / "result.json"
-        cmd = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--frames",
-            str(frames),
-            "--seed",
-            str(seed),
-        ]
-        cmd += ["--child", lib, "--result-path", str(result_path)]
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, cwd=ROOT, check=False)
-        if proc.returncode != 0 or not result_path.exists():
-            raise SystemExit(f"{lib} run failed (exit code {proc.returncode})")
-        result = json.loads(result_path.read_text())
-    result["process_s"] = time.perf_counter() - start
-    result["fps"] = result["frames"] / result["wall_s"]
-    result["solved"] = result["mean_return"] >= SOLVED
     return result
 
 
-def main(
-    frames: Annotated[
-        int, typer.Option(help="training frames (env steps over all envs) per library")
-    ] = 100_000,
-    seed: Annotated[int, typer.Option(help="random seed for both libraries")] = 0,
-    child: Annotated[str | None, typer.Option(hidden=True)] = None,
-    result_path: Annotated[Path | None, typer.Option(hidden=True)] = None,
-) -> None:
-    """Train PPO on CartPole-v1 (RL Zoo hyperparameters) in SLM Lab and in SB3; compare fps and return."""
-    if child is not None:
-        runners = {"slm_lab": run_slm_lab, "sb3": run_sb3}
-        if child not in runners or result_path is None:
-            raise typer.BadParameter(
-                f"--child must be one of {', '.join(LIBS)}, with --result-path"
-            )
-        result_path.write_text(json.dumps(runners[child](frames, seed)))
-        return
-
-    import stable_baselines3
-    import torch
-
-    print(
-        f"PPO {ENV_ID}, RL Zoo hyperparameters, frames {frames}, seed {seed}, 1 torch thread per run",
-        flush=True,
-    )
-    results: dict[str, dict[str, Any]] = {}
-    for lib in LIBS:
-        print(f"[{lib}] training ...", flush=True)
-        r = results[lib] = run_child(lib, frames, seed)
-        print(
-            f"[{lib}] frames {r['frames']} | wall_s {r['wall_s']:.1f} | fps {r['fps']:.0f}"
-            f" | mean_return(last 100) {r['mean_return']:.1f} | solved (>= {SOLVED:g}): {'yes' if r['solved'] else 'no'}",
-            flush=True,
-        )
-    ratio = results["slm_lab"]["fps"] / results["sb3"]["fps"]
-    print(f"fps ratio slm_lab / sb3: {ratio:.3f}")
-
-    report = {
-        "env": ENV_ID,
-        "frames": frames,
-        "seed": seed,
-        "torch_threads": 1,
-        "solved_threshold": SOLVED,
-        "results": results,
-        "fps_ratio_slm_lab_over_sb3": ratio,
-        "hyperparameters": ZOO,
-        "slm_lab_spec": slm_lab_spec(frames, seed),
-        "mismatches": MISMATCHES,
-        "versions": {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "stable_baselines3": stable_baselines3.__version__,
-        },
-        "cpu_count": os.cpu_count(),
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    OUT_PATH.parent.mkdir(parents=True, exist_ok=True)
-    OUT_PATH.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {OUT_PATH.relative_to(ROOT)}")
-
+COMPARISON = Comparison(
+    algo="PPO",
+    env_id=ENV_ID,
+    script=Path(__file__),
+    hyperparameters=ZOO,
+    slm_lab_spec=slm_lab_spec,
+    run_sb3=run_sb3,
+    mismatches=MISMATCHES,
+    solved=SOLVED,
+)
 
 if __name__ == "__main__":
-    typer.run(main)
+    cli(
+        COMPARISON,
+        default_frames=100_000,
+        doc="Train PPO on CartPole-v1 (RL Zoo hyperparameters) in SLM Lab and in SB3; compare fps and return.",
+    )

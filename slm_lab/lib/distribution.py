@@ -52,7 +52,9 @@ def select_discrete(scores: torch.Tensor, action_policy: str, explore_var: float
     if action_policy == "epsilon_greedy":
         greedy = scores.argmax(-1)
         random = torch.randint_like(greedy, scores.shape[-1])
-        return torch.where(torch.rand(greedy.shape, device=scores.device) < explore_var, random, greedy)
+        return torch.where(
+            torch.rand(greedy.shape, device=scores.device) < explore_var, random, greedy
+        )
     if action_policy == "boltzmann":
         return categorical_sample(scores / explore_var)
     if action_policy == "greedy":
@@ -60,7 +62,9 @@ def select_discrete(scores: torch.Tensor, action_policy: str, explore_var: float
     return categorical_sample(scores)
 
 
-def discrete_policy_probs(scores: torch.Tensor, action_policy: str, explore_var: float) -> torch.Tensor:
+def discrete_policy_probs(
+    scores: torch.Tensor, action_policy: str, explore_var: float
+) -> torch.Tensor:
     """The action probabilities `select_discrete` samples from (for expected-value targets)."""
     if action_policy == "epsilon_greedy":
         n = scores.shape[-1]

@@ -20,7 +20,13 @@ TOP = {
     "run_info": "dict?",
 }
 
-AGENT = {"name": "str?", "algorithm": "dict", "memory": "dict?", "net": "dict?", "critic_net": "dict?"}
+AGENT = {
+    "name": "str?",
+    "algorithm": "dict",
+    "memory": "dict?",
+    "net": "dict?",
+    "critic_net": "dict?",
+}
 
 ALGORITHM = {
     "name": "str",

@@ -368,6 +368,8 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
         _check_keys(agent["memory"], schema.MEMORY, "agent.memory")
     if agent.get("net"):
         _check_net(agent["net"], "agent.net")
+    if agent.get("critic_net"):
+        _check_net(agent["critic_net"], "agent.critic_net")
 
     name = algo["name"]
     if name not in ALGORITHMS:
@@ -429,10 +431,14 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
             )
         kinds = ALGORITHMS[name].memory_kinds
         if mem not in kinds:
-            raise SpecError(f"agent.memory.name: {name} needs one of {', '.join(kinds)}; got {mem!r}")
+            raise SpecError(
+                f"agent.memory.name: {name} needs one of {', '.join(kinds)}; got {mem!r}"
+            )
         update_type = agent["net"].get("update_type")
         if update_type not in (None, "replace", "polyak"):
-            raise SpecError(f"agent.net.update_type: {update_type!r} is not replace or polyak{did_you_mean(str(update_type), ('replace', 'polyak'))}")
+            raise SpecError(
+                f"agent.net.update_type: {update_type!r} is not replace or polyak{did_you_mean(str(update_type), ('replace', 'polyak'))}"
+            )
         if name == "PPO":
             for key in ("time_horizon", "minibatch_size", "training_epoch"):
                 if algo.get(key) is None:
@@ -451,8 +457,12 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
 
     obs_space, action_space = _env_spaces(env)
     for key in ("net", "critic_net"):
-        if agent.get(key) and (message := check_net_input(agent[key], obs_space.shape, env["name"])):
-            raise SpecError(message if key == "net" else message.replace("agent.net", "agent.critic_net"))
+        if agent.get(key) and (
+            message := check_net_input(agent[key], obs_space.shape, env["name"])
+        ):
+            raise SpecError(
+                message if key == "net" else message.replace("agent.net", "agent.critic_net")
+            )
     if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.Box):
         raise SpecError(
             f"env.name: {env['name']} has a {type(action_space).__name__} action space; SLM Lab supports Discrete and Box"

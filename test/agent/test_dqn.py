@@ -25,15 +25,27 @@ class FixedQ(nn.Module):
 
 
 def dqn_spec(name: str, per: bool = False) -> dict:
-    memory = {"name": "PrioritizedReplay", "alpha": 0.6, "epsilon": 1e-6, "beta_end_step": 100} if per else {"name": "Replay"}
+    memory = (
+        {"name": "PrioritizedReplay", "alpha": 0.6, "epsilon": 1e-6, "beta_end_step": 100}
+        if per
+        else {"name": "Replay"}
+    )
     return {
         "name": name,
         "algorithm": {
-            "name": name, "action_policy": "epsilon_greedy", "gamma": GAMMA,
+            "name": name,
+            "action_policy": "epsilon_greedy",
+            "gamma": GAMMA,
             "explore_var_spec": {"name": "no_decay", "start_val": 0.1},
         },
         "memory": {**memory, "max_size": 100, "batch_size": 4},
-        "net": {"type": "MLPNet", "hid_layers": [8], "optim_spec": {"name": "SGD", "lr": 0.1}, "update_type": "replace", "update_frequency": 1},
+        "net": {
+            "type": "MLPNet",
+            "hid_layers": [8],
+            "optim_spec": {"name": "SGD", "lr": 0.1},
+            "update_type": "replace",
+            "update_frequency": 1,
+        },
     }
 
 
@@ -88,10 +100,16 @@ def test_replace_target_update_copies_the_online_net() -> None:
     with torch.no_grad():
         for p in algo.net.parameters():
             p.add_(1.0)
-    assert not all(torch.equal(a, b) for a, b in zip(algo.net.parameters(), algo.target_net.parameters(), strict=True))
+    assert not all(
+        torch.equal(a, b)
+        for a, b in zip(algo.net.parameters(), algo.target_net.parameters(), strict=True)
+    )
     algo.clock.frame = 5
     algo.update_target()
-    assert all(torch.equal(a, b) for a, b in zip(algo.net.parameters(), algo.target_net.parameters(), strict=True))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(algo.net.parameters(), algo.target_net.parameters(), strict=True)
+    )
 
 
 def test_per_priorities_follow_td_errors() -> None:
@@ -115,10 +133,20 @@ def test_sarsa_target_uses_next_action_and_expectation_at_boundaries() -> None:
     env = VecEnv({"name": "CartPole-v1", "num_envs": 1, "max_frame": 1000}, seed=0)
     spec = {
         "name": "SARSA",
-        "algorithm": {"name": "SARSA", "action_policy": "epsilon_greedy", "gamma": GAMMA, "training_frequency": 3,
-                      "explore_var_spec": {"name": "no_decay", "start_val": 0.5}},
+        "algorithm": {
+            "name": "SARSA",
+            "action_policy": "epsilon_greedy",
+            "gamma": GAMMA,
+            "training_frequency": 3,
+            "explore_var_spec": {"name": "no_decay", "start_val": 0.5},
+        },
         "memory": {"name": "OnPolicyBatchReplay"},
-        "net": {"type": "MLPNet", "hid_layers": [8], "optim_spec": {"name": "SGD", "lr": 0.0}, "loss_spec": {"name": "MSELoss"}},
+        "net": {
+            "type": "MLPNet",
+            "hid_layers": [8],
+            "optim_spec": {"name": "SGD", "lr": 0.0},
+            "loss_spec": {"name": "MSELoss"},
+        },
     }
     algo = Agent(spec, env).algorithm
     algo.net = FixedQ(ONLINE)
@@ -126,7 +154,14 @@ def test_sarsa_target_uses_next_action_and_expectation_at_boundaries() -> None:
     s = np.array([[1.0, 0, 0, 0]], dtype=np.float32)
     # three steps in one env: a = 0, 1, 0; rewards 1; no episode end
     for a in (0, 1, 0):
-        algo.memory.add(s, np.array([a]), np.array([1.0], dtype=np.float32), s, np.array([False]), np.array([False]))
+        algo.memory.add(
+            s,
+            np.array([a]),
+            np.array([1.0], dtype=np.float32),
+            s,
+            np.array([False]),
+            np.array([False]),
+        )
     loss = algo.train()
     # Q(s,.) = [1, 3]; q_preds = [1, 3, 1]
     # t=0: next action 1 -> y = 1 + 0.9*3 = 3.7; t=1: next action 0 -> y = 1 + 0.9*1 = 1.9

@@ -2,10 +2,12 @@
 
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.algorithm.crossq import CrossQ
 from slm_lab.agent.algorithm.dqn import DQN, DoubleDQN, VanillaDQN
 from slm_lab.agent.algorithm.ppo import PPO
 from slm_lab.agent.algorithm.random import Random
 from slm_lab.agent.algorithm.reinforce import Reinforce
+from slm_lab.agent.algorithm.sac import SoftActorCritic
 from slm_lab.agent.algorithm.sarsa import SARSA
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
@@ -17,4 +19,6 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "VanillaDQN": VanillaDQN,
     "DQN": DQN,
     "DoubleDQN": DoubleDQN,
+    "SoftActorCritic": SoftActorCritic,
+    "CrossQ": CrossQ,
 }

@@ -28,7 +28,10 @@ class OffPolicy(Algorithm):
 
     def memory_arg(self) -> Any:
         """Replay memories take their spec; PER's beta reaches 1 at the run's end unless set."""
-        if self.memory_spec.get("name") == "PrioritizedReplay" and self.memory_spec.get("beta_end_step") is None:
+        if (
+            self.memory_spec.get("name") == "PrioritizedReplay"
+            and self.memory_spec.get("beta_end_step") is None
+        ):
             return {**self.memory_spec, "beta_end_step": self.env.max_frame}
         return self.memory_spec
 
@@ -76,7 +79,10 @@ class OffPolicy(Algorithm):
             tb.copy_(b)
 
     def extra_state(self) -> dict[str, Any]:
-        return {"last_train_frame": self.last_train_frame, "last_target_update": self.last_target_update}
+        return {
+            "last_train_frame": self.last_train_frame,
+            "last_target_update": self.last_target_update,
+        }
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.last_train_frame = state["last_train_frame"]

@@ -8,6 +8,7 @@ from slm_lab.agent.algorithm.base import Algorithm
 
 class Random(Algorithm):
     memory_kinds = ()
+
     def init_memory(self) -> None:
         return None
 

@@ -1,0 +1,304 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning; SAC-Discrete
+(Christodoulou 2019) for discrete actions.
+
+Policy. Continuous: a tanh-squashed Gaussian, a = tanh(u), u ~ N(mean(s), std(s)), with
+state-dependent mean and log-std heads, log-std clamped to [LOG_STD_MIN, LOG_STD_MAX] = [-20, 2]
+(the original SAC's parametrization). The env wrapper rescales actions in [-1, 1] to its bounds.
+  log pi(a|s) = log N(u; mean, std) - sum_i log(1 - tanh(u_i)^2),
+  log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u))  (exact, and finite for any u)
+Discrete: pi(.|s) = softmax(logits(s)); expectations over actions are computed exactly.
+
+For a sampled transition (s, a, r, s') and alpha = exp(log_alpha), the soft value is
+  V(s) = E_{a~pi}[min(Q1, Q2)(s, a) - alpha * log pi(a|s)]
+(one reparametrized sample when continuous, the exact sum over actions when discrete), and
+  critic:  y = r + gamma * (1 - terminated) * V_target(s')   (V with the target critics)
+           loss = mean(w * (loss_fn(Q1(s, a), y) + loss_fn(Q2(s, a), y)))
+  actor:   loss = -mean(V(s)) = mean(E_{a~pi}[alpha * log pi(a|s) - min(Q1, Q2)(s, a)])
+  alpha:   loss = -mean(exp(log_alpha) * (E_{a~pi}[log pi(a|s)] + target_entropy))  (no grad to pi)
+w the importance-sampling weights of prioritized replay (1 otherwise; the actor and alpha losses
+are plain means); the new priorities are the mean of |Q1 - y| and |Q2 - y|. The temperature
+loss uses alpha itself (gradient -alpha * (...) on log_alpha), so the targets and the tuning see
+the same alpha; E[log pi] is the sampled log pi when continuous and -H(pi(.|s)) exactly when
+discrete. target_entropy `auto` is -action_dim
+(continuous) or DISCRETE_TARGET_ENTROPY_SCALE * log(n) (discrete, SAC-Discrete's 0.98; a lower
+number in the spec suits tasks that need a near-deterministic policy). `fixed_alpha` turns the
+tuning off.
+
+Schedule: the OffPolicy replay schedule; until `training_start_step` frames the agent acts
+uniformly at random. Each gradient step updates the critics (counted as one opt_step) and the
+target critics (`update_type` polyak with `polyak_coef` after every step, or replace every
+`update_frequency` frames); every `policy_delay`-th step also updates the actor and alpha.
+"""
+
+import copy
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from slm_lab.agent.algorithm.off_policy import OffPolicy
+from slm_lab.agent.net import build_net, net_util
+from slm_lab.agent.net.base import Net
+from slm_lab.lib import distribution as D
+from slm_lab.lib.util import role_spec, warn_rate_limited
+
+DISCRETE_TARGET_ENTROPY_SCALE = 0.98  # target entropy `auto` for n actions: 0.98 * log(n)
+DEFAULT_POLYAK_COEF = 0.005
+DEFAULT_OPTIM_SPEC = {"name": "Adam", "lr": 3e-4}
+LOG_2 = math.log(2.0)
+
+
+class LogAlpha(nn.Module):
+    """The temperature's log, a module so that it saves and loads with the nets."""
+
+    def __init__(self, value: float, trainable: bool) -> None:
+        super().__init__()
+        self.value = nn.Parameter(torch.tensor(value), requires_grad=trainable)
+
+
+def tanh_log_det(u: torch.Tensor) -> torch.Tensor:
+    """sum_i log(1 - tanh(u_i)^2) = sum_i 2 * (log 2 - u_i - softplus(-2 u_i)), finite for any u."""
+    return (2.0 * (LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)
+
+
+def squashed_normal_sample(
+    mean: torch.Tensor, log_std: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """a = tanh(u), u = mean + std * eps (reparametrized); returns (a, log pi(a|s))."""
+    u = D.normal_sample(mean, log_std)
+    return torch.tanh(u), D.normal_log_prob(mean, log_std, u) - tanh_log_det(u)
+
+
+class SoftActorCritic(OffPolicy):
+    # -- nets ----------------------------------------------------------------------------------
+    def init_nets(self) -> None:
+        super().init_nets()
+        algo = self.algorithm_spec
+        self.policy_delay = int(algo.get("policy_delay") or 1)
+        actor_spec = role_spec(self.net_spec, "actor")
+        critic_spec = role_spec(self.spec.get("critic_net") or self.net_spec, "critic")
+        obs_dim = math.prod(self.obs_shape)
+        # continuous: log-std from a second head; discrete: logits
+        actor_dims = [self.action_dim] * (1 if self.discrete else 2)
+        self.actor = build_net(
+            actor_spec, self.obs_shape, actor_dims, [actor_spec.get("init_std")] * len(actor_dims)
+        ).to(self.device)
+        # continuous: Q(s, a) from concat(s, a); discrete: Q(s, .) for all actions
+        critic_in = self.obs_shape if self.discrete else (obs_dim + self.action_dim,)
+        critic_out = self.action_dim if self.discrete else 1
+        self.q1_net, self.q2_net = (
+            build_net(critic_spec, critic_in, [critic_out], [critic_spec.get("init_std")]).to(
+                self.device
+            )
+            for _ in range(2)
+        )
+        self.init_target_nets(critic_spec)
+
+        fixed_alpha = algo.get("fixed_alpha")
+        self.tune_alpha = fixed_alpha is None
+        self.log_alpha = LogAlpha(
+            0.0 if self.tune_alpha else math.log(fixed_alpha), self.tune_alpha
+        ).to(self.device)
+        self.target_entropy = self.calc_target_entropy(algo.get("target_entropy", "auto"))
+
+        actor_optim_spec = actor_spec.get("optim_spec") or DEFAULT_OPTIM_SPEC
+        critic_optim_spec = critic_spec.get("optim_spec") or DEFAULT_OPTIM_SPEC
+        self.actor_params = list(self.actor.parameters())
+        self.actor_optim = net_util.build_optim(actor_optim_spec, self.actor_params)
+        self.critic_params = [*self.q1_net.parameters(), *self.q2_net.parameters()]
+        self.critic_optim = net_util.build_optim(critic_optim_spec, self.critic_params)
+        self.optims = [self.actor_optim, self.critic_optim]  # the actor's lr is the `lr` metric
+        if self.tune_alpha:
+            alpha_lr = algo.get("alpha_lr")  # default: the actor's
+            alpha_optim_spec = {**actor_optim_spec, **({"lr": alpha_lr} if alpha_lr else {})}
+            self.alpha_optim = net_util.build_optim(alpha_optim_spec, self.log_alpha.parameters())
+            self.optims.append(self.alpha_optim)
+        self.lr_schedulers = [
+            s
+            for s in (
+                net_util.build_lr_scheduler(spec.get("lr_scheduler_spec"), optim, self.clock)
+                for spec, optim in (
+                    (actor_spec, self.actor_optim),
+                    (critic_spec, self.critic_optim),
+                )
+            )
+            if s is not None
+        ]
+        self.actor_clip = actor_spec.get("clip_grad_val")
+        self.critic_clip = critic_spec.get("clip_grad_val")
+        loss_spec = critic_spec.get("loss_spec") or {"name": "MSELoss"}
+        self.loss_fn = net_util.build_loss({**loss_spec, "reduction": "none"})
+
+    def init_target_nets(self, critic_spec: dict[str, Any]) -> None:
+        self.target_q1_net = copy.deepcopy(self.q1_net).requires_grad_(False)
+        self.target_q2_net = copy.deepcopy(self.q2_net).requires_grad_(False)
+        self.update_type = critic_spec.get("update_type") or "polyak"
+        self.update_frequency = int(critic_spec.get("update_frequency") or 1)
+        self.polyak_coef = float(critic_spec.get("polyak_coef") or DEFAULT_POLYAK_COEF)
+
+    def calc_target_entropy(self, target_entropy: Any) -> float:
+        if target_entropy in (None, "auto"):
+            if self.discrete:
+                return DISCRETE_TARGET_ENTROPY_SCALE * math.log(self.action_dim)
+            return -float(self.action_dim)
+        if isinstance(target_entropy, int | float) and not isinstance(target_entropy, bool):
+            return float(target_entropy)
+        raise ValueError(f"target_entropy: expected 'auto' or a number, got {target_entropy!r}")
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {
+            "actor": self.actor,
+            "q1_net": self.q1_net,
+            "q2_net": self.q2_net,
+            "target_q1_net": self.target_q1_net,
+            "target_q2_net": self.target_q2_net,
+            "log_alpha": self.log_alpha,
+        }
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """exp(log_alpha), without gradient: what the targets and the actor loss use."""
+        return self.log_alpha.value.detach().exp()
+
+    # -- acting --------------------------------------------------------------------------------
+    def act(self, obs: Any) -> Any:
+        """Uniformly random actions (in [-1, 1] when continuous) until training_start_step."""
+        if not self.eval_mode and self.clock.frame < self.training_start_step:
+            return self.env.vec.action_space.sample()
+        return super().act(obs)
+
+    def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.discrete:
+            return D.select_discrete(self.actor(obs)[0], self.action_policy, self.explore_var.val)
+        mean, log_std = self.pdparam(obs)
+        if self.action_policy == "greedy":
+            return torch.tanh(mean)
+        return squashed_normal_sample(mean, log_std)[0]
+
+    # -- policy and critics ----------------------------------------------------------------------
+    def pdparam(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.actor(obs)
+        return mean, log_std.clamp(D.LOG_STD_MIN, D.LOG_STD_MAX)
+
+    def policy(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """Continuous: (a ~ pi(.|s) [B, act_dim], log pi(a|s) [B]), reparametrized.
+        Discrete: (None, log pi(.|s) [B, n]) for every action."""
+        if self.discrete:
+            return None, F.log_softmax(self.actor(obs)[0], dim=-1)
+        return squashed_normal_sample(*self.pdparam(obs))
+
+    def q_values(self, net: Net, obs: torch.Tensor, actions: torch.Tensor | None) -> torch.Tensor:
+        """Continuous: Q(s, a) [B]. Discrete: Q(s, .) [B, n] (actions unused)."""
+        if self.discrete:
+            return net(obs)[0]
+        return net(torch.cat([obs.flatten(1), actions], dim=-1))[0].squeeze(-1)
+
+    def taken(self, q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Q(s, a) of the batch's actions: a gather over Q(s, .) when discrete."""
+        return q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1) if self.discrete else q
+
+    def expectation(self, log_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """E_{a~pi}[x(a)]: the exact sum over actions when discrete, the sample itself otherwise."""
+        return (log_probs.exp() * x).sum(-1) if self.discrete else x
+
+    def soft_v(self, q1: torch.Tensor, q2: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+        """V(s) = E_{a~pi}[min(Q1, Q2)(s, a) - alpha * log pi(a|s)]"""
+        return self.expectation(log_probs, torch.min(q1, q2) - self.alpha * log_probs)
+
+    # -- losses --------------------------------------------------------------------------------
+    def calc_q_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """y = r + gamma * (1 - terminated) * V_target(s'), with the target critics (no grad)."""
+        next_obs = batch["next_obs"].float()
+        with torch.no_grad():
+            next_actions, next_log_probs = self.policy(next_obs)
+            next_q1 = self.q_values(self.target_q1_net, next_obs, next_actions)
+            next_q2 = self.q_values(self.target_q2_net, next_obs, next_actions)
+            next_v = self.soft_v(next_q1, next_q2, next_log_probs)
+            return batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_v
+
+    def calc_critic_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, td_errors) of the twin critics on a batch."""
+        obs, actions = batch["obs"].float(), batch["actions"]
+        q_targets = self.calc_q_targets(batch)
+        q1_preds = self.taken(self.q_values(self.q1_net, obs, actions.float()), actions)
+        q2_preds = self.taken(self.q_values(self.q2_net, obs, actions.float()), actions)
+        return self.twin_td_loss(q1_preds, q2_preds, q_targets, batch)
+
+    def twin_td_loss(
+        self,
+        q1_preds: torch.Tensor,
+        q2_preds: torch.Tensor,
+        q_targets: torch.Tensor,
+        batch: dict[str, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        losses = self.loss_fn(q1_preds, q_targets) + self.loss_fn(q2_preds, q_targets)
+        td_errors = ((q1_preds - q_targets).abs() + (q2_preds - q_targets).abs()) / 2
+        return self.weighted_mean(losses, batch), td_errors
+
+    def calc_actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actor loss, E_{a~pi}[log pi(a|s)] per sample). Continuous: the gradient reaches the
+        actor through the reparametrized action; discrete: through pi in the exact expectation."""
+        actions, log_probs = self.policy(obs)
+        with torch.set_grad_enabled(not self.discrete):  # discrete: Q is a constant here
+            q1 = self.q_values(self.q1_net, obs, actions)
+            q2 = self.q_values(self.q2_net, obs, actions)
+        actor_loss = -self.soft_v(q1, q2, log_probs).mean()
+        return actor_loss, self.expectation(log_probs, log_probs)
+
+    def calc_alpha_loss(self, expected_log_probs: torch.Tensor) -> torch.Tensor:
+        """-mean(alpha * (E[log pi] + target_entropy)), alpha = exp(log_alpha) with gradient."""
+        return -(
+            self.log_alpha.value.exp() * (expected_log_probs + self.target_entropy).detach()
+        ).mean()
+
+    # -- training ------------------------------------------------------------------------------
+    def train_batch(self, batch: dict[str, torch.Tensor]) -> float:
+        critic_loss, td_errors = self.calc_critic_loss(batch)
+        if not self.step(critic_loss, self.critic_optim, self.critic_params, self.critic_clip):
+            return math.nan
+        self.clock.opt_step += 1
+        self.update_priorities(batch, td_errors)
+        self.update_targets()
+        if self.clock.opt_step % self.policy_delay == 0:
+            actor_loss, expected_log_probs = self.calc_actor_loss(batch["obs"].float())
+            self.step(actor_loss, self.actor_optim, self.actor_params, self.actor_clip)
+            if self.tune_alpha:
+                alpha_loss = self.calc_alpha_loss(expected_log_probs)
+                self.step(alpha_loss, self.alpha_optim, [self.log_alpha.value], None)
+            self.entropy = -expected_log_probs.mean().item()
+        return critic_loss.item()
+
+    def step(
+        self,
+        loss: torch.Tensor,
+        optim: torch.optim.Optimizer,
+        params: list[nn.Parameter],
+        clip_grad_val: float | None,
+    ) -> bool:
+        """One optimizer's step on `loss`; a non-finite loss is skipped with a warning."""
+        if not torch.isfinite(loss):
+            warn_rate_limited(
+                "nonfinite_loss",
+                f"skipping an update with non-finite loss {loss.item()} at frame {self.clock.frame}",
+            )
+            return False
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip_grad_val is not None:
+            nn.utils.clip_grad_norm_(params, clip_grad_val)
+        optim.step()
+        return True
+
+    def update_targets(self) -> None:
+        if self.update_type == "polyak":
+            self.polyak_update(self.q1_net, self.target_q1_net, self.polyak_coef)
+            self.polyak_update(self.q2_net, self.target_q2_net, self.polyak_coef)
+        elif self.clock.frame - self.last_target_update >= self.update_frequency:
+            self.target_q1_net.load_state_dict(self.q1_net.state_dict())
+            self.target_q2_net.load_state_dict(self.q2_net.state_dict())
+            self.last_target_update = self.clock.frame
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), "alpha": self.alpha.item()}
