@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from slm_lab.agent.memory import MEMORIES
+from slm_lab.agent.net import build_net, net_util
 from slm_lab.env import VecEnv
 from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import warn_rate_limited
@@ -86,6 +87,21 @@ class Algorithm:
             action_shape,
             action_dtype,
         )
+
+    def init_q_net(self, loss_reduction: str = "mean") -> None:
+        """One Q-network over the discrete actions, with its optimizer, LR scheduler and loss."""
+        spec = self.net_spec
+        self.net = build_net(spec, self.obs_shape, [self.action_dim]).to(self.device)
+        self.net_params = list(self.net.parameters())
+        optim_spec = spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}
+        self.optims = [net_util.build_optim(optim_spec, self.net_params)]
+        scheduler = net_util.build_lr_scheduler(
+            spec.get("lr_scheduler_spec"), self.optims[0], self.clock
+        )
+        self.lr_schedulers = [scheduler] if scheduler is not None else []
+        loss_spec = spec.get("loss_spec") or {"name": "MSELoss"}
+        self.loss_fn = net_util.build_loss({**loss_spec, "reduction": loss_reduction})
+        self.clip_grad_val = spec.get("clip_grad_val")
 
     def memory_arg(self) -> Any:
         """The memory's first constructor argument: on-policy memories take their size."""

@@ -16,7 +16,6 @@ import copy
 import torch
 
 from slm_lab.agent.algorithm.off_policy import OffPolicy
-from slm_lab.agent.net import build_net, net_util
 from slm_lab.lib import distribution as D
 
 
@@ -25,22 +24,7 @@ class VanillaDQN(OffPolicy):
 
     def init_nets(self) -> None:
         super().init_nets()
-        spec = self.net_spec
-        self.net = build_net(spec, self.obs_shape, [self.action_dim]).to(self.device)
-        self.optims = [
-            net_util.build_optim(
-                spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}, self.net.parameters()
-            )
-        ]
-        scheduler = net_util.build_lr_scheduler(
-            spec.get("lr_scheduler_spec"), self.optims[0], self.clock
-        )
-        self.lr_schedulers = [scheduler] if scheduler is not None else []
-        self.loss_fn = net_util.build_loss(
-            {**(spec.get("loss_spec") or {"name": "MSELoss"}), "reduction": "none"}
-        )
-        self.clip_grad_val = spec.get("clip_grad_val")
-        self.net_params = list(self.net.parameters())
+        self.init_q_net(loss_reduction="none")  # per-sample losses, for PER weights
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"net": self.net}

@@ -12,7 +12,6 @@ import torch
 
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.policy_gradient import flat
-from slm_lab.agent.net import build_net, net_util
 from slm_lab.lib import distribution as D
 
 
@@ -20,20 +19,7 @@ class SARSA(Algorithm):
     discrete_only = True
 
     def init_nets(self) -> None:
-        spec = self.net_spec
-        self.net = build_net(spec, self.obs_shape, [self.action_dim]).to(self.device)
-        self.optims = [
-            net_util.build_optim(
-                spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}, self.net.parameters()
-            )
-        ]
-        scheduler = net_util.build_lr_scheduler(
-            spec.get("lr_scheduler_spec"), self.optims[0], self.clock
-        )
-        self.lr_schedulers = [scheduler] if scheduler is not None else []
-        self.loss_fn = net_util.build_loss(spec.get("loss_spec"))
-        self.clip_grad_val = spec.get("clip_grad_val")
-        self.net_params = list(self.net.parameters())
+        self.init_q_net()
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"net": self.net}
