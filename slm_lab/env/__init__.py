@@ -7,6 +7,7 @@ real next observation of each env, which a truncated episode bootstraps from.
 """
 
 import warnings
+from collections import deque
 from functools import partial
 from typing import Any
 
@@ -102,12 +103,13 @@ class VecEnv:
             [make] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP
         )
         # episode statistics first: returns are measured before any reward transform
+        self.reward_norm: vw.NormalizeReward | None = None
         vec = self.stats = vw.RecordEpisodeStatistics(vec, buffer_length=EPISODE_STATS_WINDOW)
         if env_spec.get("reward_scale") not in (None, 1, 1.0):
             scale = float(env_spec["reward_scale"])
             vec = vw.TransformReward(vec, lambda r: r * scale)
         if env_spec.get("normalize_reward"):
-            vec = vw.NormalizeReward(vec, gamma=gamma)
+            vec = self.reward_norm = vw.NormalizeReward(vec, gamma=gamma)
         clip_reward = env_spec.get("clip_reward")
         if clip_reward is not None and clip_reward is not False:
             lo, hi = (
@@ -179,7 +181,11 @@ class VecEnv:
             "clock": self.clock.state_dict(),
             "obs_rms": None if rms is None else env_state.capture(rms)[0],
             "vec": captured if complete else None,
-            "vec_stats": env_state.capture(self.stats)[0] if not complete else None,
+            # when the simulation cannot be captured, only what outlives an episode is kept
+            "episode_stats": None if complete else self._episode_stats(),
+            "reward_rms": None
+            if complete or self.reward_norm is None
+            else env_state.capture(self.reward_norm.return_rms)[0],
             "obs": env_state._encode(self._obs),
             "action_space_rng": self.vec.action_space.np_random.bit_generator.state,
         }
@@ -198,10 +204,21 @@ class VecEnv:
             self._obs = env_state._decode(state["obs"])
             return True
         obs, _ = self.vec.reset(seed=self.seed + self.clock.frame)
-        if state["vec_stats"] is not None:
-            env_state.restore(self.stats, state["vec_stats"])
+        for name, (items, maxlen) in state["episode_stats"]["queues"].items():
+            setattr(self.stats, name, deque(items, maxlen=maxlen))
+        self.stats.episode_count = state["episode_stats"]["episode_count"]
+        if state["reward_rms"] is not None:
+            env_state.restore(self.reward_norm.return_rms, state["reward_rms"])
         self._obs = self.obs_norm(obs, update=False)
         return False
+
+    def _episode_stats(self) -> dict[str, Any]:
+        """Finished-episode statistics (not the episodes in progress, which restart on resume)."""
+        queues = {
+            name: ([float(x) for x in getattr(self.stats, name)], getattr(self.stats, name).maxlen)
+            for name in ("return_queue", "length_queue", "time_queue")
+        }
+        return {"queues": queues, "episode_count": int(self.stats.episode_count)}
 
     def close(self) -> None:
         self.vec.close()

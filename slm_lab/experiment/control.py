@@ -37,10 +37,10 @@ from slm_lab.lib.logger import logger
 from slm_lab.spec import random_baseline
 
 DEFAULT_LOG_FREQUENCY = 10000
+ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training session
 SAVE_INTERVAL_S = (
     10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
 )
-SEED_STRIDE_TRIAL = 1000  # session seed = random_seed + trial * SEED_STRIDE_TRIAL + session
 PROGRESS_KEYS = (
     "frame",
     "fps",
@@ -56,7 +56,12 @@ PROGRESS_KEYS = (
 
 
 def session_seed(base: int, trial: int, session: int) -> int:
-    return base + trial * SEED_STRIDE_TRIAL + session
+    """A session's seed from the run's seed, trial and session index.
+
+    Hashed (numpy SeedSequence) rather than base + offset: sub-env i is seeded seed + i, so
+    consecutive session seeds would give two sessions identical envs.
+    """
+    return int(np.random.SeedSequence([base, trial, session]).generate_state(1)[0])
 
 
 def prefix(spec: dict[str, Any], trial: int, session: int | None = None) -> str:
@@ -161,6 +166,9 @@ class Session:
         self.tracker.load_state_dict(state["tracker"])
         set_rng_state(state["rng"])
         self.next_ckpt, self.best = state["next_ckpt"], state["best"]
+        memory = self.agent.algorithm.memory
+        if not exact and hasattr(memory, "mark_truncated"):
+            memory.mark_truncated()  # the stored episodes in progress were cut by the restart
         logger.info(
             f"{self.prefix} resumed at frame {self.env.clock.frame}"
             + ("" if exact else " (env simulation state is native: episodes in progress restart)")
@@ -372,7 +380,9 @@ def enjoy(
     if not model_path.exists():
         model_path, _ = ckpt_paths(run_dir, pre, "latest")
     model = io.load_torch(model_path)
-    seed = session_seed(int(spec["meta"]["random_seed"]), 0, session) + SEED_STRIDE_TRIAL // 2
+    seed = session_seed(
+        int(spec["meta"]["random_seed"]), ENJOY_TRIAL_INDEX, session
+    )  # fresh episodes
     gamma = float(spec["agent"]["algorithm"].get("gamma", 0.99))
     env = VecEnv(spec["env"], seed, gamma, render, env_seq_len(spec["agent"]))
     if model["obs_rms"] is not None:

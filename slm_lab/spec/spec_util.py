@@ -435,6 +435,8 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
                 f"agent.memory.name: {name} needs one of {', '.join(kinds)}; got {mem!r}"
             )
         update_type = agent["net"].get("update_type")
+        if update_type == "polyak" and agent["net"].get("polyak_coef") is None:
+            raise SpecError("agent.net.polyak_coef: required by update_type polyak (e.g. 0.005)")
         if update_type not in (None, "replace", "polyak"):
             raise SpecError(
                 f"agent.net.update_type: {update_type!r} is not replace or polyak{did_you_mean(str(update_type), ('replace', 'polyak'))}"

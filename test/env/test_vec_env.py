@@ -146,3 +146,27 @@ def test_total_reward_window_is_last_100_episodes() -> None:
     assert len(env.stats.return_queue) == 100
     assert env.total_reward == 2.0
     env.close()
+
+
+def test_non_capturable_env_resumes_with_fresh_episodes_and_kept_statistics() -> None:
+    """Box2D state is native: resume keeps finished-episode stats and reward normalizer, not episode state."""
+    spec = {"name": "LunarLander-v3", "num_envs": 2, "max_frame": 10000, "normalize_reward": True}
+    env = VecEnv(spec, seed=3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    while env.clock.epi < 2:
+        env.step(rng.integers(0, 4, size=2))
+    for _ in range(7):  # episodes in progress
+        env.step(rng.integers(0, 4, size=2))
+    state = env.state_dict()
+    assert state["vec"] is None
+    returns = list(env.stats.return_queue)
+    rms_var = float(env.reward_norm.return_rms.var)
+
+    resumed = VecEnv(spec, seed=3)
+    assert resumed.load_state_dict(state) is False
+    assert list(resumed.stats.return_queue) == returns
+    assert resumed.stats.episode_count == env.stats.episode_count
+    assert float(resumed.reward_norm.return_rms.var) == rms_var
+    assert np.all(resumed.stats.episode_returns == 0)  # fresh episodes start from zero
+    assert resumed.clock.frame == env.clock.frame

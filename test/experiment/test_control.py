@@ -246,3 +246,14 @@ def test_enjoy_writes_its_own_folder(run_a: tuple[Path, Path], workdir: Path) ->
         f"enjoy: 3 episodes | mean_return:{out['mean_return']:.2f} | std_return:"
     )
     assert snapshot(dir_a) == before_files
+
+
+def test_session_seeds_give_disjoint_env_seeds() -> None:
+    """Sub-env i is seeded seed + i: sessions' seed ranges must not overlap."""
+    from slm_lab.experiment.control import session_seed
+
+    num_envs = 16
+    seeds = [session_seed(42, trial, s) for trial in range(3) for s in range(8)]
+    env_seeds = [seed + i for seed in seeds for i in range(num_envs)]
+    assert len(set(env_seeds)) == len(env_seeds)
+    assert session_seed(42, 0, 1) == session_seed(42, 0, 1)  # deterministic

@@ -77,7 +77,13 @@ class Algorithm:
         obs_space, act_space = self.env.observation_space, self.env.action_space
         action_shape = () if isinstance(act_space, gym.spaces.Discrete) else act_space.shape
         action_dtype = np.int64 if isinstance(act_space, gym.spaces.Discrete) else np.float32
-        obs_dtype = np.float32 if obs_space.dtype == np.float64 else obs_space.dtype
+        obs_dtype = (
+            np.float32
+            if obs_space.dtype == np.float64
+            or self.env.obs_norm.rms is not None
+            or self.env.obs_norm.clip is not None
+            else obs_space.dtype
+        )  # normalized observations are floats even when the env's are uint8
         cls = MEMORIES[self.memory_spec["name"]]
         return cls(
             self.memory_arg(),

@@ -6,6 +6,7 @@ once the memory holds a batch, a training call runs every `training_frequency` f
 (`train_batch`). A prioritized memory gets its new priorities after each step (`td_errors`).
 """
 
+import math
 from typing import Any
 
 import torch
@@ -48,7 +49,8 @@ class OffPolicy(Algorithm):
             batch = self.memory.sample(self.device)
             for _ in range(self.training_batch_iter):
                 losses.append(self.train_batch(batch))
-        return sum(losses) / len(losses)
+        finite = [x for x in losses if math.isfinite(x)]  # a skipped (non-finite) step reports NaN
+        return sum(finite) / len(finite) if finite else math.nan
 
     def train_batch(self, batch: dict[str, torch.Tensor]) -> float:
         """One gradient step on a sampled batch; returns the loss."""

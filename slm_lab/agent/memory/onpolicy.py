@@ -70,6 +70,11 @@ class OnPolicyBatchReplay:
     def ready(self) -> bool:
         return self.ptr >= self.size
 
+    def mark_truncated(self) -> None:
+        """End every env's stored episode at the last step (after a resume that restarted them)."""
+        if self.ptr > 0:
+            self.data["dones"][self.ptr - 1] = True
+
     def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
         """The whole batch as [T, N, ...] tensors; the memory starts over."""
         self.ptr = 0
@@ -150,6 +155,13 @@ class OnPolicyReplay:
 
     def ready(self) -> bool:
         return self.num_episodes >= self.training_frequency
+
+    def mark_truncated(self) -> None:
+        """End every env's unfinished episode at its last step (after a resume that restarted them)."""
+        open_envs = self.ptr > self.last_end
+        self.data["dones"][open_envs, self.ptr[open_envs] - 1] = True
+        self.last_end[open_envs] = self.ptr[open_envs]
+        self.num_episodes += int(open_envs.sum())
 
     def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
         """Every finished episode as a [B, 1, ...] sequence; unfinished ones stay."""
