@@ -170,7 +170,10 @@ DEPRECATED = {
 }
 
 ACTION_POLICIES = ("default", "epsilon_greedy", "boltzmann", "greedy")
-ACTION_PDTYPES = ("default", "Categorical", "Normal")
+# Argmax: v5's name for the discrete distribution value-based specs declare (actions then follow
+# action_policy); it is accepted for discrete action spaces like Categorical
+ACTION_PDTYPES = ("default", "Categorical", "Argmax", "Normal")
+DISCRETE_PDTYPES = ("Categorical", "Argmax")
 NET_TYPES = ("MLPNet", "ConvNet", "RecurrentNet", "DuelingMLPNet", "DuelingConvNet")
 SEARCH_DISTS = (
     "uniform",

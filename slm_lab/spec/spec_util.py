@@ -481,7 +481,7 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
             )
         if not algo.get("explore_var_spec"):
             raise SpecError(f"agent.algorithm.explore_var_spec: required by action_policy {policy}")
-    if pdtype != "default" and (pdtype == "Categorical") != discrete:
+    if pdtype != "default" and (pdtype in schema.DISCRETE_PDTYPES) != discrete:
         raise SpecError(
             f"agent.algorithm.action_pdtype: {pdtype} does not fit the {type(action_space).__name__} action space of {env['name']}"
         )

@@ -202,3 +202,13 @@ def test_random_spec_needs_only_algorithm_name(tmp_path: Path) -> None:
     path = write_spec_file(tmp_path / "r.json", {"rand": make_spec("random")})
     spec = spec_util.get_spec(str(path), "rand")
     assert spec["agent"] == {"name": "random", "algorithm": {"name": "Random"}}
+
+
+def test_v5_argmax_pdtype_is_accepted_for_discrete_only() -> None:
+    spec = make_spec("ppo")
+    spec["agent"]["algorithm"]["action_pdtype"] = "Argmax"
+    spec_util.validate(spec)
+    spec = make_spec("ppo", "Pendulum-v1")
+    spec["agent"]["algorithm"]["action_pdtype"] = "Argmax"
+    with pytest.raises(SpecError, match="action_pdtype: Argmax does not fit the Box action space"):
+        spec_util.validate(spec)
