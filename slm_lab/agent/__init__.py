@@ -81,6 +81,7 @@ def rng_state() -> dict[str, Any]:
         "torch": torch.get_rng_state(),
         "numpy": (np_state[0], torch.from_numpy(np_state[1].astype("int64")), *np_state[2:]),
         "python": random.getstate(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
 
 
@@ -89,3 +90,5 @@ def set_rng_state(state: dict[str, Any]) -> None:
     name, keys, *rest = state["numpy"]
     np.random.set_state((name, keys.numpy().astype("uint32"), *rest))
     random.setstate(state["python"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

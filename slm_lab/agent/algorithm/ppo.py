@@ -43,6 +43,7 @@ class PPO(ActorCritic):
         if self.normalize_v_targets:
             self.v_rms.update(v_targets)
         v_targets = self.norm_v(v_targets)
+        old_v_preds = self.norm_v(flat(values))  # the old predictions in the targets' (new) units
 
         eps = self.clip_eps.val
         ent_coef = self.entropy_coef.val
