@@ -46,7 +46,9 @@ def _make_one(
     render_mode: str | None,
     seq_len: int | None = None,
 ) -> gym.Env:
-    env = gym.make(name, max_episode_steps=max_t, render_mode=render_mode, **kwargs)
+    if render_mode is not None:  # only when asked: not every env takes a render_mode argument
+        kwargs = {**kwargs, "render_mode": render_mode}
+    env = gym.make(name, max_episode_steps=max_t, **kwargs)
     if action_repeat > 1:
         env = ActionRepeat(env, action_repeat)
     if isinstance(env.action_space, gym.spaces.Box):
