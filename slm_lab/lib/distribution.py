@@ -22,6 +22,16 @@ def categorical_log_prob(logits: torch.Tensor, actions: torch.Tensor) -> torch.T
     return F.log_softmax(logits, dim=-1).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
 
+def categorical_log_prob_entropy(
+    logits: torch.Tensor, actions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both from one log-softmax (the training path needs both)."""
+    log_p = F.log_softmax(logits, dim=-1)
+    return log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1), -(log_p.exp() * log_p).sum(
+        -1
+    )
+
+
 def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
     log_p = F.log_softmax(logits, dim=-1)
     return -(log_p.exp() * log_p).sum(-1)

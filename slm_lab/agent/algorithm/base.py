@@ -165,7 +165,7 @@ class Algorithm:
         loss.backward()
         for params, clip in zip(param_groups, clip_grad_vals, strict=True):
             if clip is not None:
-                torch.nn.utils.clip_grad_norm_(params, clip)
+                torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
         for optim in self.optims:
             optim.step()
         self.clock.opt_step += 1

@@ -67,7 +67,7 @@ class PolicyGradient(Algorithm):
         self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.discrete:
-            return D.categorical_log_prob(mean, actions), D.categorical_entropy(mean)
+            return D.categorical_log_prob_entropy(mean, actions)
         return D.normal_log_prob(mean, log_std, actions), D.normal_entropy(log_std)
 
     # value targets may be learnt in normalized units (normalize_v_targets)
