@@ -61,6 +61,28 @@ class Comparison:
 
 
 # -- helpers the children use ------------------------------------------------------------------
+def env_and_meta(env_id: str, num_envs: int, frames: int, seed: int) -> dict[str, Any]:
+    """The env and meta sections every benchmark spec shares: one seeded session, no normalization."""
+    return {
+        "env": {
+            "name": env_id,
+            "num_envs": num_envs,
+            "max_t": None,
+            "max_frame": frames,
+            "normalize_obs": False,
+            "normalize_reward": False,
+        },
+        "meta": {
+            "distributed": False,
+            "log_frequency": 10000,
+            "eval_frequency": 10000,
+            "max_session": 1,
+            "max_trial": 1,
+            "random_seed": seed,
+        },
+    }
+
+
 def pin_torch_threads() -> Any:
     """One torch thread in this process; returns the torch module."""
     import torch

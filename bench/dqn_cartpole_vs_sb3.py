@@ -33,6 +33,7 @@ from typing import Any
 from compare_sb3 import (
     Comparison,
     cli,
+    env_and_meta,
     pin_torch_threads,
     run_session,
     sb3_result,
@@ -129,22 +130,7 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
                 "gpu": False,
             },
         },
-        "env": {
-            "name": ENV_ID,
-            "num_envs": ZOO["n_envs"],
-            "max_t": None,
-            "max_frame": frames,
-            "normalize_obs": False,
-            "normalize_reward": False,
-        },
-        "meta": {
-            "distributed": False,
-            "log_frequency": 10000,
-            "eval_frequency": 10000,
-            "max_session": 1,
-            "max_trial": 1,
-            "random_seed": seed,
-        },
+        **env_and_meta(ENV_ID, ZOO["n_envs"], frames, seed),
     }
 
 

@@ -21,7 +21,7 @@ Known differences SLM Lab's spec cannot remove (see MISMATCHES below).
 from pathlib import Path
 from typing import Any
 
-from compare_sb3 import Comparison, cli, pin_torch_threads, sb3_result, timed_learn
+from compare_sb3 import Comparison, cli, env_and_meta, pin_torch_threads, sb3_result, timed_learn
 
 ENV_ID = "CartPole-v1"
 SOLVED = 475.0
@@ -111,22 +111,7 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
                 "gpu": False,
             },
         },
-        "env": {
-            "name": ENV_ID,
-            "num_envs": ZOO["n_envs"],
-            "max_t": None,
-            "max_frame": frames,
-            "normalize_obs": False,
-            "normalize_reward": False,
-        },
-        "meta": {
-            "distributed": False,
-            "log_frequency": 10000,
-            "eval_frequency": 10000,
-            "max_session": 1,
-            "max_trial": 1,
-            "random_seed": seed,
-        },
+        **env_and_meta(ENV_ID, ZOO["n_envs"], frames, seed),
     }
 
 

@@ -40,6 +40,7 @@ from compare_sb3 import (
     array_nbytes,
     cli,
     current_rss_mb,
+    env_and_meta,
     peak_rss_mb,
     pin_torch_threads,
     run_session,
@@ -130,22 +131,7 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
                 "gpu": False,
             },
         },
-        "env": {
-            "name": ENV_ID,
-            "num_envs": ZOO["n_envs"],
-            "max_t": None,
-            "max_frame": frames,
-            "normalize_obs": False,
-            "normalize_reward": False,
-        },
-        "meta": {
-            "distributed": False,
-            "log_frequency": 10000,
-            "eval_frequency": 10000,
-            "max_session": 1,
-            "max_trial": 1,
-            "random_seed": seed,
-        },
+        **env_and_meta(ENV_ID, ZOO["n_envs"], frames, seed),
     }
 
 
