@@ -71,12 +71,23 @@ ALGORITHM_SPECS: dict[str, dict[str, Any]] = {
         "entropy_coef_spec": ENTROPY,
     },
 }
+SIL_KEYS = {
+    "sil_policy_loss_coef": 1.0,
+    "sil_val_loss_coef": 0.01,
+    "training_iter": 2,
+    "training_batch_iter": 1,
+}
+ALGORITHM_SPECS["sil"] = {**ALGORITHM_SPECS["a2c_gae"], "name": "SIL", **SIL_KEYS}
+ALGORITHM_SPECS["ppo_sil"] = {**ALGORITHM_SPECS["ppo"], "name": "PPOSIL", **SIL_KEYS}
+SIL_MEMORY = {"sil_replay_name": "Replay", "max_size": 1000, "batch_size": 16, "use_cer": True}
 MEMORY_OF = {
     "random": None,
     "reinforce": "OnPolicyReplay",
     "a2c_gae": "OnPolicyBatchReplay",
     "a2c_nstep": "OnPolicyBatchReplay",
     "ppo": "OnPolicyBatchReplay",
+    "sil": "OnPolicyBatchReplay",
+    "ppo_sil": "OnPolicyBatchReplay",
 }
 # columns that depend on the wall clock, so differ between otherwise identical runs
 TIMING_COLUMNS = ["wall_t", "fps"]
@@ -96,6 +107,8 @@ def make_spec(
     agent: dict[str, Any] = {"name": algo, "algorithm": copy.deepcopy(ALGORITHM_SPECS[algo])}
     if MEMORY_OF[algo]:
         agent["memory"] = {"name": MEMORY_OF[algo]}
+        if algo in ("sil", "ppo_sil"):
+            agent["memory"].update(SIL_MEMORY)
         agent["net"] = copy.deepcopy(SMALL_NET)
     meta: dict[str, Any] = {
         "distributed": False,

@@ -166,9 +166,8 @@ class Session:
         self.tracker.load_state_dict(state["tracker"])
         set_rng_state(state["rng"])
         self.next_ckpt, self.best = state["next_ckpt"], state["best"]
-        memory = self.agent.algorithm.memory
-        if not exact and hasattr(memory, "mark_truncated"):
-            memory.mark_truncated()  # the stored episodes in progress were cut by the restart
+        if not exact:
+            self.agent.algorithm.episodes_restarted()
         logger.info(
             f"{self.prefix} resumed at frame {self.env.clock.frame}"
             + ("" if exact else " (env simulation state is native: episodes in progress restart)")

@@ -71,6 +71,7 @@ MEMORY = {
     "epsilon": "float?",
     "beta": "float?",
     "beta_end_step": "float?",
+    "sil_replay_name": "str?",
 }
 
 NET = {

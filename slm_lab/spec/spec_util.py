@@ -17,6 +17,8 @@ from loguru import logger
 
 from slm_lab import SPEC_DIR
 from slm_lab.agent.algorithm import ALGORITHMS
+from slm_lab.agent.algorithm.ppo import PPO
+from slm_lab.agent.algorithm.sil import SelfImitation
 from slm_lab.agent.memory import MEMORIES
 from slm_lab.agent.net import check_net_input, net_util
 from slm_lab.agent.net.recurrent import CELL_TYPES
@@ -441,10 +443,10 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
             raise SpecError(
                 f"agent.net.update_type: {update_type!r} is not replace or polyak{did_you_mean(str(update_type), ('replace', 'polyak'))}"
             )
-        if name == "PPO":
+        if issubclass(ALGORITHMS[name], PPO):
             for key in ("time_horizon", "minibatch_size", "training_epoch"):
                 if algo.get(key) is None:
-                    raise SpecError(f"agent.algorithm.{key}: required by PPO")
+                    raise SpecError(f"agent.algorithm.{key}: required by {name}")
             batch = (
                 int(algo["time_horizon"])
                 * int(algo.get("num_unrolls") or 1)
@@ -456,6 +458,18 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
                 )
         elif algo.get("training_frequency") is None and not ALGORITHMS[name].off_policy:
             raise SpecError(f"agent.algorithm.training_frequency: required by {name}")
+        if issubclass(ALGORITHMS[name], SelfImitation):
+            memory = agent["memory"]
+            for key in ("max_size", "batch_size"):
+                if memory.get(key) is None:
+                    raise SpecError(
+                        f"agent.memory.{key}: required by {name} (its self-imitation replay)"
+                    )
+            replay = memory.get("sil_replay_name", "Replay")
+            if replay != "Replay":
+                raise SpecError(
+                    f"agent.memory.sil_replay_name: only Replay is available, got {replay!r}"
+                )
 
     obs_space, action_space = _env_spaces(env)
     for key in ("net", "critic_net"):

@@ -62,7 +62,9 @@ def check_run_folder(run_dir: Path, name: str, sessions: int, max_frame: int) ->
 
 
 @pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
-@pytest.mark.parametrize("algo", ["random", "reinforce", "a2c_gae", "a2c_nstep", "ppo"])
+@pytest.mark.parametrize(
+    "algo", ["random", "reinforce", "a2c_gae", "a2c_nstep", "ppo", "sil", "ppo_sil"]
+)
 def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
     name = f"{algo}_{env_name.split('-')[0].lower()}"
     # Pendulum episodes are 200 steps; a max_t of 50 lets episodes finish within the run
@@ -90,6 +92,8 @@ def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
         assert last["opt_step"] == OPT_STEPS_AT_400[algo]
     else:
         assert last["opt_step"] > 0
+    if algo in ("sil", "ppo_sil"):  # episodes ended, so the self-imitation replay trained
+        assert math.isfinite(last["sil_loss"])
     if algo == "random":
         assert math.isnan(last["loss"])
     else:

@@ -9,6 +9,7 @@ from slm_lab.agent.algorithm.random import Random
 from slm_lab.agent.algorithm.reinforce import Reinforce
 from slm_lab.agent.algorithm.sac import SoftActorCritic
 from slm_lab.agent.algorithm.sarsa import SARSA
+from slm_lab.agent.algorithm.sil import PPOSIL, SIL
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "Random": Random,
@@ -21,4 +22,6 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "DoubleDQN": DoubleDQN,
     "SoftActorCritic": SoftActorCritic,
     "CrossQ": CrossQ,
+    "SIL": SIL,
+    "PPOSIL": PPOSIL,
 }

@@ -74,6 +74,11 @@ class Algorithm:
     def init_memory(self) -> Any:
         if not self.memory_spec or not self.memory_spec.get("name"):
             return None
+        cls = MEMORIES[self.memory_spec["name"]]
+        return cls(self.memory_arg(), self.env.num_envs, *self.memory_layout())
+
+    def memory_layout(self) -> tuple[tuple[int, ...], np.dtype, tuple[int, ...], np.dtype]:
+        """(obs_shape, obs_dtype, action_shape, action_dtype) of stored transitions."""
         obs_space, act_space = self.env.observation_space, self.env.action_space
         action_shape = () if isinstance(act_space, gym.spaces.Discrete) else act_space.shape
         action_dtype = np.int64 if isinstance(act_space, gym.spaces.Discrete) else np.float32
@@ -84,15 +89,7 @@ class Algorithm:
             or self.env.obs_norm.clip is not None
             else obs_space.dtype
         )  # normalized observations are floats even when the env's are uint8
-        cls = MEMORIES[self.memory_spec["name"]]
-        return cls(
-            self.memory_arg(),
-            self.env.num_envs,
-            obs_space.shape,
-            obs_dtype,
-            action_shape,
-            action_dtype,
-        )
+        return obs_space.shape, obs_dtype, action_shape, action_dtype
 
     def init_q_net(self, loss_reduction: str = "mean") -> None:
         """One Q-network over the discrete actions, with its optimizer, LR scheduler and loss."""
@@ -139,6 +136,11 @@ class Algorithm:
             for scheduler in self.lr_schedulers:
                 scheduler.step()
         self.update_schedules()
+
+    def episodes_restarted(self) -> None:
+        """A resume restarted the env's episodes: stored episodes in progress end where they were cut."""
+        if hasattr(self.memory, "mark_truncated"):
+            self.memory.mark_truncated()
 
     def update_schedules(self) -> None:
         self.explore_var.update(self.clock.frame, self.eval_mode)

@@ -1,0 +1,175 @@
+"""Self-imitation replay (Oh et al. 2018): past transitions with their episodes' true returns.
+
+Each env's running episode is staged (obs, action, reward) until it ends. Then its discounted
+returns are computed backwards over the whole episode,
+  R_t = r_t + gamma * R_{t+1},   R_T = r_T + gamma * (0 if terminated else V(s_final)),
+(a time-limit truncation bootstraps from the critic's value of the true final observation, given
+by the caller) and the episode's transitions enter a circular store of `max_size` (obs, action,
+return) rows, sampled uniformly in batches of `batch_size`. `use_cer` puts the newest rows (at
+most one per env) at the end of every batch. Only finished episodes are sampled: a return is
+known only once its episode is over.
+
+Staging arrays grow by doubling (an episode's length is not known in advance); the store is
+preallocated.
+"""
+
+from typing import Any
+
+import numpy as np
+import torch
+
+INITIAL_STAGE_STEPS = 256
+
+
+class SILReplay:
+    is_episodic = False
+
+    def __init__(
+        self,
+        memory_spec: dict[str, Any],
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+        gamma: float,
+    ) -> None:
+        for key in ("max_size", "batch_size"):
+            if memory_spec.get(key) is None:
+                raise ValueError(f"{key}: required by self-imitation replay")
+        max_size = float(memory_spec["max_size"])
+        if max_size < 1 or max_size != int(max_size):
+            raise ValueError(f"max_size: must be a positive whole number, got {max_size!r}")
+        self.max_size = int(max_size)
+        self.batch_size = int(memory_spec["batch_size"])
+        if not 1 <= self.batch_size <= self.max_size:
+            raise ValueError(
+                f"batch_size: must be in [1, max_size={self.max_size}], got {self.batch_size}"
+            )
+        self.use_cer = bool(memory_spec.get("use_cer", False))
+        self.gamma = gamma
+        self.num_envs = num_envs
+        self.data = {
+            "obs": np.zeros((self.max_size,) + obs_shape, dtype=obs_dtype),
+            "actions": np.zeros((self.max_size,) + action_shape, dtype=action_dtype),
+            "returns": np.zeros(self.max_size, dtype=np.float32),
+        }
+        stage = (num_envs, INITIAL_STAGE_STEPS)
+        self.stage = {
+            "obs": np.zeros(stage + obs_shape, dtype=obs_dtype),
+            "actions": np.zeros(stage + action_shape, dtype=action_dtype),
+            "rewards": np.zeros(stage, dtype=np.float64),
+        }
+        self.stage_len = np.zeros(num_envs, dtype=np.int64)
+        self.head = 0  # the row the next write goes to
+        self.size = 0
+        self.newest: list[int] = []  # rows of the latest finished episodes' last steps (CER)
+        self.rng = np.random.default_rng(torch.initial_seed())
+
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        terminateds: np.ndarray,
+        truncateds: np.ndarray,
+        final_values: np.ndarray | None = None,
+    ) -> None:
+        """Stage one vector step; move every episode that ended into the store.
+
+        `final_values[e]` is V(s_final) of env e, read only where e was truncated (not terminated).
+        """
+        if int(self.stage_len.max()) == self.stage["rewards"].shape[1]:
+            self._grow_stage()
+        envs = np.arange(self.num_envs)
+        t = self.stage_len
+        self.stage["obs"][envs, t] = obs
+        self.stage["actions"][envs, t] = actions
+        self.stage["rewards"][envs, t] = rewards
+        self.stage_len += 1
+        dones = np.logical_or(terminateds, truncateds)
+        if dones.any():
+            self.newest = []
+            for e in np.flatnonzero(dones):
+                bootstrap = 0.0
+                if not terminateds[e] and final_values is not None:
+                    bootstrap = float(final_values[e])
+                self._store_episode(int(e), bootstrap)
+
+    def _grow_stage(self) -> None:
+        for k, a in self.stage.items():
+            grown = np.zeros((a.shape[0], a.shape[1] * 2) + a.shape[2:], dtype=a.dtype)
+            grown[:, : a.shape[1]] = a
+            self.stage[k] = grown
+
+    def _store_episode(self, e: int, bootstrap: float) -> None:
+        n = int(self.stage_len[e])
+        returns = discounted_returns(self.stage["rewards"][e, :n], self.gamma, bootstrap)
+        if n > self.max_size:  # only the episode's last max_size steps fit
+            skip = n - self.max_size
+            n, returns = self.max_size, returns[skip:]
+        else:
+            skip = 0
+        rows = (self.head + np.arange(n)) % self.max_size
+        self.data["obs"][rows] = self.stage["obs"][e, skip : skip + n]
+        self.data["actions"][rows] = self.stage["actions"][e, skip : skip + n]
+        self.data["returns"][rows] = returns
+        self.head = int((self.head + n) % self.max_size)
+        self.size = min(self.size + n, self.max_size)
+        self.newest.append(int(rows[-1]))
+        self.stage_len[e] = 0
+
+    def mark_truncated(self) -> None:
+        """Drop the staged partial episodes (after a resume that restarted the env's episodes)."""
+        self.stage_len[:] = 0
+
+    def ready(self) -> bool:
+        return self.size >= self.batch_size
+
+    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+        n_cer = min(len(self.newest), self.batch_size) if self.use_cer else 0
+        idxs = self.rng.integers(0, self.size, size=self.batch_size - n_cer)
+        if n_cer:
+            idxs = np.concatenate([idxs, np.asarray(self.newest[:n_cer])])
+        return {k: torch.as_tensor(v[idxs], device=device) for k, v in self.data.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Arrays are shared with the memory as tensors, not copied: save before the next `add`."""
+        n = self.size
+        return {
+            "max_size": self.max_size,
+            "num_envs": self.num_envs,
+            "data": {k: torch.from_numpy(v[:n]) for k, v in self.data.items()},
+            "stage": {k: torch.from_numpy(v) for k, v in self.stage.items()},
+            "stage_len": torch.from_numpy(self.stage_len),
+            "head": self.head,
+            "size": n,
+            "newest": list(self.newest),
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved = (state["max_size"], state["num_envs"])
+        if saved != (self.max_size, self.num_envs):
+            raise ValueError(
+                f"max_size: the checkpoint's self-imitation replay holds {saved[0]} rows for "
+                f"{saved[1]} envs, this one {self.max_size} for {self.num_envs}; resume with the same max_size and num_envs"
+            )
+        n = self.size = int(state["size"])
+        for k, v in state["data"].items():
+            self.data[k][:n] = v.numpy()
+        self.stage = {k: v.numpy().copy() for k, v in state["stage"].items()}
+        self.stage_len = state["stage_len"].numpy().copy()
+        self.head = int(state["head"])
+        self.newest = list(state["newest"])
+        self.rng.bit_generator.state = state["rng"]
+
+
+def discounted_returns(rewards: np.ndarray, gamma: float, bootstrap: float = 0.0) -> np.ndarray:
+    """R_t = r_t + gamma * R_{t+1} over one episode, R after its end = `bootstrap`."""
+    out = np.empty(len(rewards), dtype=np.float64)
+    running = bootstrap
+    for t in range(len(rewards) - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out

@@ -1,0 +1,240 @@
+"""Self-imitation: episode returns in the SIL replay (vector envs, truncation, wrap-around), the
+SIL loss worked by hand, spec checks and a resume round trip through the CLI."""
+
+import contextlib
+import copy
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import (
+    TIMING_COLUMNS,
+    invoke,
+    make_spec,
+    read_session_df,
+    run_dirs,
+    write_spec_file,
+)
+
+from slm_lab.agent import Agent
+from slm_lab.agent.algorithm.sil import PPOSIL, SIL
+from slm_lab.agent.memory.sil import SILReplay, discounted_returns
+from slm_lab.env import VecEnv
+from slm_lab.experiment import control
+from slm_lab.spec import spec_util
+from slm_lab.spec.spec_util import SpecError
+
+GAMMA = 0.5
+
+
+def replay(max_size: int = 100, batch_size: int = 4, num_envs: int = 2, cer: bool = False):
+    spec = {"max_size": max_size, "batch_size": batch_size, "use_cer": cer}
+    return SILReplay(spec, num_envs, (1,), np.float32, (), np.int64, gamma=GAMMA)
+
+
+def step(mem: SILReplay, t: int, rewards, term=(False, False), trunc=(False, False), values=None):
+    """Env e's obs at step t is 10 * e + t (so rows are traceable)."""
+    obs = np.array([[10.0 * e + t] for e in range(mem.num_envs)], dtype=np.float32)
+    mem.add(
+        obs,
+        np.arange(mem.num_envs),
+        np.asarray(rewards, dtype=np.float32),
+        np.asarray(term),
+        np.asarray(trunc),
+        None if values is None else np.asarray(values, dtype=np.float32),
+    )
+
+
+def stored(mem: SILReplay) -> dict[float, float]:
+    """obs -> return of every stored row."""
+    n = mem.size
+    return dict(zip(mem.data["obs"][:n, 0].tolist(), mem.data["returns"][:n].tolist(), strict=True))
+
+
+def test_discounted_returns_by_hand() -> None:
+    np.testing.assert_allclose(discounted_returns(np.array([1.0, 2.0, 4.0]), 0.5), [3.0, 4.0, 4.0])
+    # bootstrapped: R_2 = 4 + 0.5 * 8 = 8, R_1 = 2 + 4 = 6, R_0 = 1 + 3 = 4
+    np.testing.assert_allclose(discounted_returns(np.array([1.0, 2.0, 4.0]), 0.5, 8.0), [4, 6, 8])
+
+
+def test_episode_returns_per_env_over_whole_episodes() -> None:
+    mem = replay()
+    # env 0: rewards 1, 2, 4 then terminated; env 1: rewards 1, 1, 1, 1 then truncated, V = 8
+    step(mem, 0, [1, 1])
+    step(mem, 1, [2, 1])
+    assert mem.size == 0 and not mem.ready()  # nothing is sampled before an episode is over
+    step(mem, 2, [4, 1], term=(True, False))
+    assert stored(mem) == {0.0: 3.0, 1.0: 4.0, 2.0: 4.0}
+    # env 0's next episode starts from 0 again (obs 3 is its first step)
+    step(mem, 3, [1, 1], trunc=(False, True), values=[99.0, 8.0])
+    # env 1: R_3 = 1 + 0.5 * 8 = 5, R_2 = 1 + 2.5, R_1 = 1 + 1.75, R_0 = 1 + 1.375
+    got = stored(mem)
+    assert {k: got[k] for k in (10.0, 11.0, 12.0, 13.0)} == {
+        10.0: 2.375,
+        11.0: 2.75,
+        12.0: 3.5,
+        13.0: 5.0,
+    }
+    assert 3.0 not in got  # env 0's second episode is still running
+    assert mem.ready()
+    # a truncation that also terminated does not bootstrap
+    step(mem, 4, [2, 0], term=(True, False), trunc=(True, False), values=[99.0, 0.0])
+    assert stored(mem)[4.0] == 2.0 and stored(mem)[3.0] == 2.0  # 1 + 0.5 * 2
+
+
+def test_long_episodes_grow_the_stage_and_wrap_the_store() -> None:
+    mem = replay(max_size=300, num_envs=1)
+    n = 700  # longer than the initial stage (256) and than the store
+    for t in range(n):
+        mem.add(
+            np.array([[t]], dtype=np.float32),
+            np.zeros(1, dtype=np.int64),
+            np.ones(1, dtype=np.float32),
+            np.array([t == n - 1]),
+            np.array([False]),
+        )
+    assert mem.size == 300
+    got = stored(mem)
+    assert sorted(got) == [float(t) for t in range(400, 700)]  # the episode's last 300 steps
+    for t in (400, 650, 699):
+        assert got[float(t)] == pytest.approx(discounted_returns(np.ones(n - t), GAMMA)[0])
+    # the next episode overwrites the oldest rows first
+    for t in range(3):
+        mem.add(
+            np.array([[1000.0 + t]], dtype=np.float32),
+            np.zeros(1, dtype=np.int64),
+            np.ones(1, dtype=np.float32),
+            np.array([t == 2]),
+            np.array([False]),
+        )
+    got = stored(mem)
+    assert 400.0 not in got and 402.0 not in got and 403.0 in got and 1002.0 in got
+
+
+def test_cer_puts_the_newest_episode_ends_last_and_sampling_is_seeded() -> None:
+    torch.manual_seed(3)
+    mem = replay(batch_size=5, cer=True)
+    for t in range(4):
+        step(mem, t, [1, 1], term=(t == 3, t == 1))
+    batch = mem.sample(torch.device("cpu"))
+    assert batch["obs"].shape == (5, 1) and batch["returns"].dtype == torch.float32
+    assert batch["obs"][-1, 0].item() == 3.0  # env 0's last step, the newest episode end
+    torch.manual_seed(3)
+    mem2 = replay(batch_size=5, cer=True)
+    for t in range(4):
+        step(mem2, t, [1, 1], term=(t == 3, t == 1))
+    torch.testing.assert_close(mem2.sample(torch.device("cpu")), batch)
+
+
+def test_state_round_trip_keeps_staged_episodes() -> None:
+    mem = replay()
+    step(mem, 0, [1, 1], term=(True, False))
+    step(mem, 1, [2, 2])
+    state = copy.deepcopy(mem.state_dict())
+    assert all(isinstance(v, torch.Tensor) for v in state["data"].values())  # torch.load-safe
+    mem2 = replay()
+    mem2.load_state_dict(state)
+    for m in (mem, mem2):
+        step(m, 2, [4, 4], term=(False, True))
+    assert stored(mem) == stored(mem2)
+    assert stored(mem2)[10.0] == 1 + 0.5 * (2 + 0.5 * 4)  # staged steps survived the round trip
+    torch.testing.assert_close(mem.sample(torch.device("cpu")), mem2.sample(torch.device("cpu")))
+    mem2.mark_truncated()  # a resume that restarted episodes drops the partial ones
+    assert mem2.stage_len.tolist() == [0, 0]
+
+
+# -- the SIL loss worked by hand -------------------------------------------------------------
+def sil_algo(algo: str = "sil") -> SIL:
+    spec = make_spec(algo, "CartPole-v1")
+    spec["agent"]["net"]["hid_layers"] = []  # heads only: outputs are set by hand
+    spec["agent"]["algorithm"]["training_iter"] = 1
+    spec["agent"]["algorithm"]["sil_val_loss_coef"] = 0.5
+    return Agent(spec["agent"], VecEnv(spec["env"], seed=0)).algorithm
+
+
+def test_sil_loss_imitates_only_better_than_expected_transitions() -> None:
+    algo = sil_algo()
+    actor, critic = algo.nets.actor, algo.nets.critic
+    with torch.no_grad():  # pi(.|s) = softmax([0, log 3]) = [0.25, 0.75]; V(s) = 2
+        actor.heads[0].weight.zero_()
+        actor.heads[0].bias.copy_(torch.tensor([0.0, math.log(3.0)]))
+        critic.heads[0].weight.zero_()
+        critic.heads[0].bias.fill_(2.0)
+    # two transitions: action 0 with R = 6 (A+ = 4), action 1 with R = 1 (A+ = 0)
+    batch = {
+        "obs": torch.zeros(2, 4),
+        "actions": torch.tensor([0, 1]),
+        "returns": torch.tensor([6.0, 1.0]),
+    }
+    algo.sil_memory.sample = lambda device: batch
+    algo.sil_memory.size = algo.sil_memory.batch_size
+    for optim in algo.optims:
+        optim.param_groups[0]["lr"] = 0.0  # look at the loss and gradients, keep the weights
+    loss = algo.train_sil()
+    policy_loss = -(math.log(0.25) * 4 + 0) / 2
+    val_loss = 0.5 * (4**2 + 0) / 2
+    assert loss == pytest.approx(1.0 * policy_loss + 0.5 * val_loss, rel=1e-5)
+    # d/dlogits of -log pi(0) * 4 / 2 = 2 * (pi - onehot(0)) = [-1.5, 1.5] (before clipping)
+    grad = actor.heads[0].bias.grad
+    assert grad[0] < 0 < grad[1] and grad[0] == pytest.approx(-grad[1])
+    # the value is pulled up only by the under-estimated transition
+    assert critic.heads[0].bias.grad.item() < 0
+
+
+def test_ppo_sil_is_ppo_with_self_imitation() -> None:
+    algo = sil_algo("ppo_sil")
+    assert isinstance(algo, PPOSIL) and hasattr(algo, "clip_eps")
+    assert algo.sil_memory.batch_size == 16 and algo.sil_memory.use_cer
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"max_size": None}, "agent.memory.max_size: required by PPOSIL"),
+        ({"sil_replay_name": "PrioritizedReplay"}, "sil_replay_name: only Replay is available"),
+        ({"batch_size": 5000}, "agent.memory.batch_size: must be <= max_size (1000)"),
+    ],
+)
+def test_sil_spec_checks(change: dict, message: str) -> None:
+    spec = make_spec("ppo_sil")
+    spec["agent"]["memory"].update(change)
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        spec_util.validate(spec)
+
+
+class Interrupted(BaseException):
+    """Stands in for a kill: the session stops between two steps, uncaught."""
+
+
+def test_interrupted_ppo_sil_run_resumes_to_the_same_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "ppo_sil_resume"
+    spec = make_spec("ppo_sil", max_frame=600, random_seed=5)
+    spec_file = write_spec_file(tmp_path / "spec.json", {name: spec})
+    update = Agent.update
+
+    def update_until_killed(self: Agent, *args: object) -> None:
+        if self.env.clock.frame >= 350:
+            raise Interrupted
+        update(self, *args)
+
+    with contextlib.chdir(tmp_path):
+        assert invoke(["run", str(spec_file), name, "dev"]).exit_code == 0
+        [dir_a] = run_dirs(Path("data"))
+        with monkeypatch.context() as m, pytest.raises(Interrupted):
+            m.setattr(Agent, "update", update_until_killed)
+            m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
+            invoke(["run", str(spec_file), name, "dev"])
+        [dir_b] = set(run_dirs(Path("data"))) - {dir_a}
+        result = invoke(["run", str(spec_file), name, f"train@{dir_b}"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        df_a, df_b = read_session_df(dir_a), read_session_df(dir_b)
+    assert df_a["frame"].tolist() == list(range(100, 601, 100))
+    assert df_a["sil_loss"].notna().any()
+    pd.testing.assert_frame_equal(
+        df_a.drop(columns=TIMING_COLUMNS), df_b.drop(columns=TIMING_COLUMNS)
+    )
