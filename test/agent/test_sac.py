@@ -409,3 +409,13 @@ def test_interrupted_sac_run_resumes_to_the_same_data(
     pd.testing.assert_frame_equal(
         df_a.drop(columns=TIMING_COLUMNS), df_b.drop(columns=TIMING_COLUMNS)
     )
+
+
+def test_continuous_actor_loss_reaches_the_actor_through_q_but_not_the_critic_weights() -> None:
+    algo = build(sac_spec())
+    obs = torch.randn(8, *algo.obs_shape)
+    actor_loss, _ = algo.calc_actor_loss(obs)
+    actor_loss.backward()
+    assert algo.actor.heads[0].weight.grad.abs().sum() > 0  # through the reparametrized action
+    assert all(p.grad is None for p in algo.critic_params)  # no wasted weight gradients
+    assert all(p.requires_grad for p in algo.critic_params)  # the critic step still trains them

@@ -242,10 +242,16 @@ class SoftActorCritic(OffPolicy):
         actor through the reparametrized action; discrete: through pi in the exact expectation."""
         actions, log_probs = self.policy(obs)
         with torch.set_grad_enabled(not self.discrete):  # discrete: Q is a constant here
+            self.set_critics_grad(False)  # the gradient flows through Q, not into its weights
             q1 = self.q_values(self.q1_net, obs, actions)
             q2 = self.q_values(self.q2_net, obs, actions)
+            self.set_critics_grad(True)  # the graph above is built: it stays weight-grad free
         actor_loss = -self.soft_v(q1, q2, log_probs).mean()
         return actor_loss, self.expectation(log_probs, log_probs)
+
+    def set_critics_grad(self, on: bool) -> None:
+        for p in self.critic_params:
+            p.requires_grad_(on)
 
     def calc_alpha_loss(self, expected_log_probs: torch.Tensor) -> torch.Tensor:
         """-mean(alpha * (E[log pi] + target_entropy)), alpha = exp(log_alpha) with gradient."""
