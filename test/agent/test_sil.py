@@ -2,7 +2,6 @@
 SIL loss worked by hand, spec checks and a resume round trip through the CLI."""
 
 import contextlib
-import copy
 import math
 from pathlib import Path
 
@@ -20,7 +19,9 @@ from conftest import (
 )
 
 from slm_lab.agent import Agent
-from slm_lab.agent.algorithm.sil import PPOSIL, SIL
+from slm_lab.agent.algorithm.actor_critic import ActorCritic
+from slm_lab.agent.algorithm.ppo import PPO
+from slm_lab.agent.algorithm.sil import PPOSIL, SIL, SelfImitation
 from slm_lab.agent.memory.sil import SILReplay, discounted_returns
 from slm_lab.env import VecEnv
 from slm_lab.experiment import control
@@ -97,6 +98,7 @@ def test_long_episodes_grow_the_stage_and_wrap_the_store() -> None:
             np.array([False]),
         )
     assert mem.size == 300
+    assert mem.stage["obs"].shape[1] == 300  # staged obs are a ring of at most max_size steps
     got = stored(mem)
     assert sorted(got) == [float(t) for t in range(400, 700)]  # the episode's last 300 steps
     for t in (400, 650, 699):
@@ -121,7 +123,13 @@ def test_cer_puts_the_newest_episode_ends_last_and_sampling_is_seeded() -> None:
         step(mem, t, [1, 1], term=(t == 3, t == 1))
     batch = mem.sample(torch.device("cpu"))
     assert batch["obs"].shape == (5, 1) and batch["returns"].dtype == torch.float32
-    assert batch["obs"][-1, 0].item() == 3.0  # env 0's last step, the newest episode end
+    for _ in range(10):  # env 0's last step, the newest episode end, closes every batch
+        assert mem.sample(torch.device("cpu"))["obs"][-1, 0].item() == 3.0
+    torch.manual_seed(3)
+    plain = replay(batch_size=5)
+    for t in range(4):
+        step(plain, t, [1, 1], term=(t == 3, t == 1))
+    assert any(plain.sample(torch.device("cpu"))["obs"][-1, 0].item() != 3.0 for _ in range(10))
     torch.manual_seed(3)
     mem2 = replay(batch_size=5, cer=True)
     for t in range(4):
@@ -129,14 +137,16 @@ def test_cer_puts_the_newest_episode_ends_last_and_sampling_is_seeded() -> None:
     torch.testing.assert_close(mem2.sample(torch.device("cpu")), batch)
 
 
-def test_state_round_trip_keeps_staged_episodes() -> None:
+def test_state_round_trip_through_torch_save_keeps_staged_episodes_and_rng(
+    tmp_path: Path,
+) -> None:
     mem = replay()
     step(mem, 0, [1, 1], term=(True, False))
     step(mem, 1, [2, 2])
-    state = copy.deepcopy(mem.state_dict())
-    assert all(isinstance(v, torch.Tensor) for v in state["data"].values())  # torch.load-safe
+    mem.sample(torch.device("cpu"))  # the generator has moved on from its seed
+    torch.save(mem.state_dict(), tmp_path / "mem.pt")
     mem2 = replay()
-    mem2.load_state_dict(state)
+    mem2.load_state_dict(torch.load(tmp_path / "mem.pt", weights_only=True))
     for m in (mem, mem2):
         step(m, 2, [4, 4], term=(False, True))
     assert stored(mem) == stored(mem2)
@@ -152,6 +162,7 @@ def sil_algo(algo: str = "sil") -> SIL:
     spec["agent"]["net"]["hid_layers"] = []  # heads only: outputs are set by hand
     spec["agent"]["algorithm"]["training_iter"] = 1
     spec["agent"]["algorithm"]["sil_val_loss_coef"] = 0.5
+    spec["agent"]["net"]["clip_grad_val"] = None
     return Agent(spec["agent"], VecEnv(spec["env"], seed=0)).algorithm
 
 
@@ -177,16 +188,53 @@ def test_sil_loss_imitates_only_better_than_expected_transitions() -> None:
     policy_loss = -(math.log(0.25) * 4 + 0) / 2
     val_loss = 0.5 * (4**2 + 0) / 2
     assert loss == pytest.approx(1.0 * policy_loss + 0.5 * val_loss, rel=1e-5)
-    # d/dlogits of -log pi(0) * 4 / 2 = 2 * (pi - onehot(0)) = [-1.5, 1.5] (before clipping)
-    grad = actor.heads[0].bias.grad
-    assert grad[0] < 0 < grad[1] and grad[0] == pytest.approx(-grad[1])
-    # the value is pulled up only by the under-estimated transition
-    assert critic.heads[0].bias.grad.item() < 0
+    # d/dlogits of -log pi(0) * 4 / 2 = 2 * (pi - onehot(0)) = [-1.5, 1.5]; the second
+    # transition (A+ = 0) adds nothing, else the gradient would have a +-0.5 * (pi - onehot(1))
+    torch.testing.assert_close(actor.heads[0].bias.grad, torch.tensor([-1.5, 1.5]))
+    # d/dV of 0.5 * 0.5 * mean(max(R - V, 0)^2) = 0.25 * (-2 * 4) / 2 = -1: only the
+    # under-estimated transition pulls the value up
+    assert critic.heads[0].bias.grad.item() == pytest.approx(-1.0)
+
+
+def test_sil_takes_no_step_when_nothing_beats_its_value() -> None:
+    algo = sil_algo()
+    batch = {
+        "obs": torch.zeros(2, 4),
+        "actions": torch.tensor([0, 1]),
+        "returns": torch.full((2,), -1e3),
+    }
+    algo.sil_memory.sample = lambda device: batch
+    before = [p.detach().clone() for p in algo.nets.parameters()]
+    assert algo.train_sil() == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, algo.nets.parameters(), strict=True))
+    assert algo.clock.opt_step == 0
+
+
+def test_truncated_episode_returns_bootstrap_from_the_critic() -> None:
+    algo = sil_algo()
+    with torch.no_grad():  # V(s) = 2 everywhere
+        algo.nets.critic.heads[0].weight.zero_()
+        algo.nets.critic.heads[0].bias.fill_(2.0)
+    obs = np.zeros((2, 4), dtype=np.float32)
+    algo.update(
+        obs,
+        np.array([0, 1]),
+        np.array([1.0, 1.0], dtype=np.float32),
+        obs,
+        np.array([False, True]),
+        np.array([True, True]),  # env 0 cut by a time limit, env 1 terminated (and cut)
+    )
+    returns = sorted(algo.sil_memory.data["returns"][: algo.sil_memory.size].tolist())
+    assert returns == pytest.approx([1.0, 1.0 + 0.99 * 2.0])
 
 
 def test_ppo_sil_is_ppo_with_self_imitation() -> None:
     algo = sil_algo("ppo_sil")
     assert isinstance(algo, PPOSIL) and hasattr(algo, "clip_eps")
+    assert algo.memory_size() == 32  # PPO's time_horizon, not the SIL replay's sizes
+    # SelfImitation.train's super().train() is PPO's clipped update, not A2C's
+    assert super(SelfImitation, algo).train.__func__ is PPO.train
+    assert PPO.train is not ActorCritic.train
     assert algo.sil_memory.batch_size == 16 and algo.sil_memory.use_cer
 
 

@@ -77,12 +77,14 @@ class SelfImitation(ActorCritic):
                 mean, log_std, v_preds = self.nets.pdparam_value(obs)
                 log_probs, _ = self.log_prob_entropy(mean, log_std, actions)
                 advs = (returns - self.denorm_v(v_preds.detach())).clamp(min=0.0)
+                if not bool((advs > 0).any()):  # nothing to imitate: no step (Adam would drift)
+                    continue
                 policy_loss = -(log_probs * advs).mean()
                 val_loss = 0.5 * (self.norm_v(returns) - v_preds).clamp(min=0.0).pow(2).mean()
                 loss = self.sil_policy_loss_coef * policy_loss + self.sil_val_loss_coef * val_loss
                 self.optimize(loss, self.clip_params, self.clip_vals)
                 losses.append(loss.detach())
-        return torch.stack(losses).mean().item()
+        return torch.stack(losses).mean().item() if losses else 0.0
 
     def episodes_restarted(self) -> None:
         super().episodes_restarted()
@@ -92,11 +94,16 @@ class SelfImitation(ActorCritic):
         return {**super().metrics(), "sil_loss": self.sil_loss}
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "sil_memory": self.sil_memory.state_dict()}
+        return {
+            **super().state_dict(),
+            "sil_memory": self.sil_memory.state_dict(),
+            "sil_loss": self.sil_loss,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.sil_memory.load_state_dict(state["sil_memory"])
+        self.sil_loss = state["sil_loss"]
 
 
 class SIL(SelfImitation):

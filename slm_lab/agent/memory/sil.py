@@ -9,8 +9,9 @@ return) rows, sampled uniformly in batches of `batch_size`. `use_cer` puts the n
 most one per env) at the end of every batch. Only finished episodes are sampled: a return is
 known only once its episode is over.
 
-Staging arrays grow by doubling (an episode's length is not known in advance); the store is
-preallocated.
+Staging arrays grow by doubling (an episode's length is not known in advance); the staged
+observations and actions of an env are a ring of at most max_size steps (older ones could not
+be stored). The store is preallocated.
 """
 
 from typing import Any
@@ -54,17 +55,24 @@ class SILReplay:
             "actions": np.zeros((self.max_size,) + action_shape, dtype=action_dtype),
             "returns": np.zeros(self.max_size, dtype=np.float32),
         }
-        stage = (num_envs, INITIAL_STAGE_STEPS)
+        # the running episodes: observations and actions in a per-env ring that grows up to
+        # max_size (older steps could not be stored anyway), rewards in full (for the returns)
+        stage_steps = min(INITIAL_STAGE_STEPS, self.max_size)
         self.stage = {
-            "obs": np.zeros(stage + obs_shape, dtype=obs_dtype),
-            "actions": np.zeros(stage + action_shape, dtype=action_dtype),
-            "rewards": np.zeros(stage, dtype=np.float64),
+            "obs": np.zeros((num_envs, stage_steps) + obs_shape, dtype=obs_dtype),
+            "actions": np.zeros((num_envs, stage_steps) + action_shape, dtype=action_dtype),
         }
+        self.stage_rewards = np.zeros((num_envs, INITIAL_STAGE_STEPS), dtype=np.float64)
         self.stage_len = np.zeros(num_envs, dtype=np.int64)
         self.head = 0  # the row the next write goes to
         self.size = 0
+        self.written = 0  # rows written so far, to tell which `newest` rows were overwritten
         self.newest: list[int] = []  # rows of the latest finished episodes' last steps (CER)
         self.rng = np.random.default_rng(torch.initial_seed())
+
+    @property
+    def stage_steps(self) -> int:
+        return self.stage["obs"].shape[1]
 
     def add(
         self,
@@ -79,45 +87,46 @@ class SILReplay:
 
         `final_values[e]` is V(s_final) of env e, read only where e was truncated (not terminated).
         """
-        if int(self.stage_len.max()) == self.stage["rewards"].shape[1]:
-            self._grow_stage()
+        longest = int(self.stage_len.max())
+        if longest == self.stage_steps < self.max_size:
+            self.stage = {
+                k: _grown(a, min(2 * a.shape[1], self.max_size)) for k, a in self.stage.items()
+            }
+        if longest == self.stage_rewards.shape[1]:
+            self.stage_rewards = _grown(self.stage_rewards, 2 * longest)
         envs = np.arange(self.num_envs)
         t = self.stage_len
-        self.stage["obs"][envs, t] = obs
-        self.stage["actions"][envs, t] = actions
-        self.stage["rewards"][envs, t] = rewards
+        pos = t % self.stage_steps  # wraps only once the ring holds max_size steps
+        self.stage["obs"][envs, pos] = obs
+        self.stage["actions"][envs, pos] = actions
+        self.stage_rewards[envs, t] = rewards
         self.stage_len += 1
         dones = np.logical_or(terminateds, truncateds)
         if dones.any():
-            self.newest = []
+            ends = []
             for e in np.flatnonzero(dones):
                 bootstrap = 0.0
                 if not terminateds[e] and final_values is not None:
                     bootstrap = float(final_values[e])
-                self._store_episode(int(e), bootstrap)
+                ends.append((self._store_episode(int(e), bootstrap), self.written))
+            # an episode end overwritten by a later episode of this same step is not the newest
+            self.newest = [row for row, at in ends if self.written - at < self.max_size]
 
-    def _grow_stage(self) -> None:
-        for k, a in self.stage.items():
-            grown = np.zeros((a.shape[0], a.shape[1] * 2) + a.shape[2:], dtype=a.dtype)
-            grown[:, : a.shape[1]] = a
-            self.stage[k] = grown
-
-    def _store_episode(self, e: int, bootstrap: float) -> None:
+    def _store_episode(self, e: int, bootstrap: float) -> int:
+        """Write env e's finished episode into the store; returns the row of its last step."""
         n = int(self.stage_len[e])
-        returns = discounted_returns(self.stage["rewards"][e, :n], self.gamma, bootstrap)
-        if n > self.max_size:  # only the episode's last max_size steps fit
-            skip = n - self.max_size
-            n, returns = self.max_size, returns[skip:]
-        else:
-            skip = 0
-        rows = (self.head + np.arange(n)) % self.max_size
-        self.data["obs"][rows] = self.stage["obs"][e, skip : skip + n]
-        self.data["actions"][rows] = self.stage["actions"][e, skip : skip + n]
-        self.data["returns"][rows] = returns
-        self.head = int((self.head + n) % self.max_size)
-        self.size = min(self.size + n, self.max_size)
-        self.newest.append(int(rows[-1]))
+        returns = discounted_returns(self.stage_rewards[e, :n], self.gamma, bootstrap)
+        m = min(n, self.max_size)  # only the episode's last max_size steps fit
+        src = (n - m + np.arange(m)) % self.stage_steps
+        rows = (self.head + np.arange(m)) % self.max_size
+        self.data["obs"][rows] = self.stage["obs"][e, src]
+        self.data["actions"][rows] = self.stage["actions"][e, src]
+        self.data["returns"][rows] = returns[n - m :]
+        self.head = int((self.head + m) % self.max_size)
+        self.size = min(self.size + m, self.max_size)
+        self.written += m
         self.stage_len[e] = 0
+        return int(rows[-1])
 
     def mark_truncated(self) -> None:
         """Drop the staged partial episodes (after a resume that restarted the env's episodes)."""
@@ -135,15 +144,18 @@ class SILReplay:
 
     def state_dict(self) -> dict[str, Any]:
         """Arrays are shared with the memory as tensors, not copied: save before the next `add`."""
-        n = self.size
+        n, longest = self.size, int(self.stage_len.max())
         return {
             "max_size": self.max_size,
             "num_envs": self.num_envs,
             "data": {k: torch.from_numpy(v[:n]) for k, v in self.data.items()},
-            "stage": {k: torch.from_numpy(v) for k, v in self.stage.items()},
+            "stage_steps": self.stage_steps,
+            "stage": {k: torch.from_numpy(v[:, :longest]) for k, v in self.stage.items()},
+            "stage_rewards": torch.from_numpy(self.stage_rewards[:, :longest]),
             "stage_len": torch.from_numpy(self.stage_len),
             "head": self.head,
             "size": n,
+            "written": self.written,
             "newest": list(self.newest),
             "rng": self.rng.bit_generator.state,
         }
@@ -158,11 +170,23 @@ class SILReplay:
         n = self.size = int(state["size"])
         for k, v in state["data"].items():
             self.data[k][:n] = v.numpy()
-        self.stage = {k: v.numpy().copy() for k, v in state["stage"].items()}
         self.stage_len = state["stage_len"].numpy().copy()
-        self.head = int(state["head"])
+        longest = int(self.stage_len.max())
+        for k, v in state["stage"].items():
+            self.stage[k] = _grown(self.stage[k][:, :0], state["stage_steps"])
+            self.stage[k][:, : v.shape[1]] = v.numpy()
+        rewards = state["stage_rewards"].numpy()
+        self.stage_rewards = _grown(rewards, max(INITIAL_STAGE_STEPS, 2 * rewards.shape[1]))
+        self.head, self.written = int(state["head"]), int(state["written"])
         self.newest = list(state["newest"])
         self.rng.bit_generator.state = state["rng"]
+
+
+def _grown(a: np.ndarray, steps: int) -> np.ndarray:
+    """`a` ([num_envs, steps_now, ...]) copied into zeros of [num_envs, steps, ...]."""
+    out = np.zeros((a.shape[0], steps) + a.shape[2:], dtype=a.dtype)
+    out[:, : a.shape[1]] = a
+    return out
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float, bootstrap: float = 0.0) -> np.ndarray:
