@@ -105,6 +105,9 @@ NET = {
     "update_type": "str?",
     "update_frequency": "float?",
     "polyak_coef": "float?",
+    # TorchArcNet (SLM Lab v5.1+): a torcharc graph spec, inline or by path
+    "arc": "dict?",
+    "arc_file": "str?",
 }
 # net keys that may carry an actor_/critic_ prefix to configure one of the two nets
 NET_ROLE_KEYS = {
@@ -126,6 +129,8 @@ NET_ROLE_KEYS = {
     "rnn_hidden_size",
     "rnn_num_layers",
     "out_layer_activation",
+    "arc",
+    "arc_file",
 }
 
 ENV = {
@@ -175,7 +180,7 @@ ACTION_POLICIES = ("default", "epsilon_greedy", "boltzmann", "greedy")
 # action_policy); it is accepted for discrete action spaces like Categorical
 ACTION_PDTYPES = ("default", "Categorical", "Argmax", "Normal")
 DISCRETE_PDTYPES = ("Categorical", "Argmax")
-NET_TYPES = ("MLPNet", "ConvNet", "RecurrentNet", "DuelingMLPNet", "DuelingConvNet")
+NET_TYPES = ("MLPNet", "ConvNet", "RecurrentNet", "DuelingMLPNet", "DuelingConvNet", "TorchArcNet")
 SEARCH_DISTS = (
     "uniform",
     "quniform",

@@ -171,7 +171,6 @@ class SILReplay:
         for k, v in state["data"].items():
             self.data[k][:n] = v.numpy()
         self.stage_len = state["stage_len"].numpy().copy()
-        longest = int(self.stage_len.max())
         for k, v in state["stage"].items():
             self.stage[k] = _grown(self.stage[k][:, :0], state["stage_steps"])
             self.stage[k][:, : v.shape[1]] = v.numpy()

@@ -1,0 +1,76 @@
+"""TorchArcNet: a body built by the `torcharc` library from the spec's `arc` graph, then heads.
+
+SLM Lab v5.1+ specs describe nets this way:
+
+    net:
+      type: TorchArcNet
+      arc:                      # a torcharc 2.x spec (or `arc_file`: a path to one)
+        modules:
+          body:
+            Sequential:
+              - LazyLinear: {out_features: 64}
+              - Tanh:
+        graph:
+          input: x
+          modules: {body: [x]}
+          output: body
+
+The body's output width is found by one forward of a zero observation, which also materializes
+lazy modules (LazyLinear, LazyConv2d); a body with several outputs hands its first to the heads,
+and a body output of more than one dim is flattened. `init_fn` re-initializes the body's linear
+and conv layers; `normalize` divides uint8 frames by 255 as ConvNet does; heads and the rest of the net spec work as for MLPNet. With separate actor and
+critic nets each gets its own body (`actor_arc` / `critic_arc` give them different graphs).
+"""
+
+from typing import Any
+
+import torch
+import torcharc
+from torch import nn
+
+from slm_lab.agent.net import net_util
+from slm_lab.agent.net.base import Net
+from slm_lab.agent.net.conv import PIXEL_MAX
+
+
+def build_body(net_spec: dict[str, Any]) -> nn.Module:
+    """torcharc's GraphModule from `arc` (a spec dict) or `arc_file` (a path to a YAML spec)."""
+    arc = net_spec.get("arc") or net_spec.get("arc_file")
+    if arc is None:
+        raise ValueError("arc: TorchArcNet needs an `arc` graph (or an `arc_file` path)")
+    return torcharc.build(arc if isinstance(arc, dict) else str(arc))
+
+
+class TorchArcNet(Net):
+    def __init__(
+        self,
+        net_spec: dict[str, Any],
+        in_shape: tuple[int, ...],
+        out_dims: list[int],
+        head_gains: list[float | None] | None = None,
+        log_std_dim: int = 0,
+    ) -> None:
+        super().__init__()
+        self.normalize = bool(net_spec.get("normalize"))
+        self.body = build_body(net_spec)
+        was_training = self.body.training
+        self.body.eval()  # the probe forward leaves batch-norm statistics alone
+        with torch.no_grad():
+            feat_dim = self.features(torch.zeros(1, *in_shape)).shape[1]
+        self.body.train(was_training)
+        init_fn = net_spec.get("init_fn")
+        activation = net_spec.get("hid_layers_activation")
+        for module in self.body.modules():
+            if isinstance(module, nn.Linear | nn.Conv1d | nn.Conv2d | nn.Conv3d):
+                net_util.init_layer(module, init_fn, activation)
+        self.init_heads(net_spec, feat_dim, out_dims, head_gains, log_std_dim)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.body(x)
+        if isinstance(out, list | tuple):
+            out = out[0]
+        return out.flatten(1) if out.dim() > 2 else out
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()
+        return self.features(x / PIXEL_MAX if self.normalize else x)

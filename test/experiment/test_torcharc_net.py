@@ -1,0 +1,179 @@
+"""TorchArcNet: a torcharc graph as the net body; v5.1-style YAML specs run through the CLI."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import invoke, make_spec, read_session_df, run_dirs
+from test_value_based_smoke import IMAGE_ENV_ID, IMAGE_SHAPE, REPLAY, value_spec
+
+from slm_lab.agent.net import build_net, check_net_input
+from slm_lab.agent.net.torcharc_net import TorchArcNet
+from slm_lab.spec import spec_util
+from slm_lab.spec.spec_util import SpecError
+
+MLP_ARC = {
+    "modules": {
+        "body": {
+            "Sequential": [
+                {"LazyLinear": {"out_features": 16}},
+                {"Tanh": None},
+                {"LazyLinear": {"out_features": 8}},
+                {"Tanh": None},
+            ]
+        }
+    },
+    "graph": {"input": "x", "modules": {"body": ["x"]}, "output": "body"},
+}
+CONV_ARC = {
+    "modules": {
+        "body": {
+            "Sequential": [
+                {"LazyConv2d": {"out_channels": 4, "kernel_size": 3, "stride": 2}},
+                {"ReLU": None},
+                {"Flatten": None},
+            ]
+        }
+    },
+    "graph": {"input": "x", "modules": {"body": ["x"]}, "output": "body"},
+}
+
+
+def test_body_from_the_arc_then_heads() -> None:
+    torch.manual_seed(0)
+    net = build_net({"type": "TorchArcNet", "arc": MLP_ARC}, (4,), [2, 1])
+    assert isinstance(net, TorchArcNet)
+    linears = [m for m in net.body.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(4, 16), (16, 8)]  # lazy: built
+    assert [h.in_features for h in net.heads] == [8, 8]
+    logits, value = net(torch.randn(5, 4))
+    assert logits.shape == (5, 2) and value.shape == (5, 1)
+    # gradients reach the torcharc body
+    (logits.sum() + value.sum()).backward()
+    assert all(m.weight.grad is not None for m in linears)
+
+
+def test_conv_arc_flattens_and_normalizes_frames() -> None:
+    net = build_net({"type": "TorchArcNet", "arc": CONV_ARC, "normalize": True}, IMAGE_SHAPE, [2])
+    # (12 - 3) // 2 + 1 = 5: 4 channels x 5 x 5 features
+    assert net.heads[0].in_features == 4 * 5 * 5
+    frames = torch.full((3, *IMAGE_SHAPE), 255, dtype=torch.uint8)
+    torch.testing.assert_close(net.embed(frames), net.features(torch.ones(3, *IMAGE_SHAPE)))
+
+
+def test_init_fn_reinitializes_the_body() -> None:
+    net = build_net({"type": "TorchArcNet", "arc": MLP_ARC, "init_fn": "zeros_"}, (4,), [2])
+    assert all(
+        m.weight.abs().sum() == 0 for m in net.body.modules() if isinstance(m, torch.nn.Linear)
+    )
+
+
+@pytest.mark.parametrize(
+    ("net", "fragment"),
+    [
+        ({"type": "TorchArcNet"}, "agent.net.arc: TorchArcNet needs an `arc` graph"),
+        (
+            {
+                "type": "TorchArcNet",
+                "arc": {"modules": {"body": {"NoSuchLayer": {}}}, "graph": MLP_ARC["graph"]},
+            },
+            "agent.net.arc: torcharc cannot build it for observations of shape (4,)",
+        ),
+        (
+            {"type": "TorchArcNet", "arc_file": "no/such/arc.yaml"},
+            "agent.net.arc_file: torcharc cannot build it",
+        ),
+        (
+            {"type": "TorchArcNet", "arc": CONV_ARC},  # a conv body on vector observations
+            "agent.net.arc: torcharc cannot build it for observations of shape (4,)",
+        ),
+    ],
+)
+def test_bad_arcs_are_one_line_spec_errors(net: dict, fragment: str) -> None:
+    message = check_net_input(net, (4,), "CartPole-v1")
+    assert message is not None and message.startswith(fragment) and "\n" not in message
+    spec = make_spec("ppo")
+    spec["agent"]["net"] = {**spec["agent"]["net"], **net}
+    with pytest.raises(SpecError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        spec_util.validate(spec)
+
+
+V51_YAML = """
+_arc: &arc
+  modules:
+    body:
+      Sequential:
+        - LazyLinear: {out_features: 16}
+        - Tanh:
+  graph:
+    input: x
+    modules:
+      body: [x]
+    output: body
+
+ppo_arc:
+  agent:
+    name: PPO
+    algorithm:
+      name: PPO
+      gamma: 0.99
+      lam: 0.95
+      time_horizon: 32
+      minibatch_size: 32
+      training_epoch: 2
+      clip_eps_spec: {name: no_decay, start_val: 0.2}
+    memory:
+      name: OnPolicyBatchReplay
+    net:
+      type: TorchArcNet
+      shared: false
+      arc: *arc
+      hid_layers_activation: tanh
+      init_fn: orthogonal_
+      clip_grad_val: 0.5
+      use_same_optim: true
+      optim_spec: {name: AdamW, lr: 3.0e-4}
+      gpu: auto
+  env:
+    name: CartPole-v1
+    num_envs: 2
+    max_t: null
+    max_frame: 400
+  meta:
+    distributed: false
+    log_frequency: 100
+    max_session: 1
+    max_trial: 1
+    random_seed: 3
+"""
+
+
+def test_v51_yaml_spec_with_an_arc_anchor_trains_through_the_cli(in_tmp: Path) -> None:
+    (in_tmp / "spec.yaml").write_text(V51_YAML)
+    result = invoke(["run", "spec.yaml", "ppo_arc", "dev"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    [run_dir] = run_dirs(in_tmp / "data")
+    df = read_session_df(run_dir)
+    assert df["frame"].tolist() == [100, 200, 300, 400]
+    assert df["opt_step"].iloc[-1] > 0 and math.isfinite(df["loss"].iloc[-1])
+
+
+def test_dqn_with_a_conv_arc_on_images_through_the_cli(in_tmp: Path) -> None:
+    net = {
+        "type": "TorchArcNet",
+        "arc": CONV_ARC,
+        "normalize": True,
+        "loss_spec": {"name": "SmoothL1Loss"},
+        "optim_spec": {"name": "Adam", "lr": 1e-3},
+        "gpu": False,
+    }
+    spec = value_spec("DQN", REPLAY, net, IMAGE_ENV_ID)
+    spec_file = in_tmp / "spec.json"
+    spec_file.write_text(json.dumps({"dqn_arc": spec}))
+    result = invoke(["run", str(spec_file), "dqn_arc", "dev"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    [run_dir] = run_dirs(in_tmp / "data")
+    last = read_session_df(run_dir).iloc[-1]
+    assert last["opt_step"] > 0 and math.isfinite(last["loss"])
