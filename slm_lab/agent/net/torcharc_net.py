@@ -25,7 +25,6 @@ critic nets each gets its own body (`actor_arc` / `critic_arc` give them differe
 from typing import Any
 
 import torch
-import torcharc
 from torch import nn
 
 from slm_lab.agent.net import net_util
@@ -35,6 +34,8 @@ from slm_lab.agent.net.conv import PIXEL_MAX
 
 def build_body(net_spec: dict[str, Any]) -> nn.Module:
     """torcharc's GraphModule from `arc` (a spec dict) or `arc_file` (a path to a YAML spec)."""
+    import torcharc  # imported when used: it brings pydantic, which other nets do not need
+
     arc = net_spec.get("arc") or net_spec.get("arc_file")
     if arc is None:
         raise ValueError("arc: TorchArcNet needs an `arc` graph (or an `arc_file` path)")
