@@ -261,3 +261,15 @@ def test_session_seeds_give_disjoint_env_seeds() -> None:
     env_seeds = [seed + i for seed in seeds for i in range(num_envs)]
     assert len(set(env_seeds)) == len(env_seeds)
     assert session_seed(42, 0, 1) == session_seed(42, 0, 1)  # deterministic
+
+
+def test_session_flushes_denormals(tmp_path: Path) -> None:
+    """A session process flushes denormal floats to zero (they make CPU arithmetic slow)."""
+    denormal = torch.tensor([1e-39])
+    torch.set_flush_denormal(False)
+    assert (denormal * 1.0).item() != 0.0
+    try:
+        control.Session({**make_spec("ppo"), "name": "ppo"}, tmp_path, trial=0, session=0)
+        assert (denormal * 1.0).item() == 0.0
+    finally:
+        torch.set_flush_denormal(False)
