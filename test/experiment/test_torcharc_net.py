@@ -177,3 +177,32 @@ def test_dqn_with_a_conv_arc_on_images_through_the_cli(in_tmp: Path) -> None:
     [run_dir] = run_dirs(in_tmp / "data")
     last = read_session_df(run_dir).iloc[-1]
     assert last["opt_step"] > 0 and math.isfinite(last["loss"])
+
+
+def test_arc_can_name_lazy_batch_renorm_and_weight_norm_layers() -> None:
+    arc = {
+        "modules": {
+            "body": {
+                "Sequential": [
+                    {"LazyWeightNormLinear": {"out_features": 16}},
+                    {"LazyBatchRenorm1d": {"warmup_steps": 5}},
+                    {"ReLU": None},
+                ]
+            }
+        },
+        "graph": {"input": "x", "modules": {"body": ["x"]}, "output": "body"},
+    }
+    spec = {"type": "TorchArcNet", "arc": arc, "init_fn": "orthogonal_"}
+    net = build_net(spec, (3,), [1])
+    wn, brn = net.body.body[0], net.body.body[1]
+    assert type(wn).__name__ == "WeightNormLinear" and type(brn).__name__ == "BatchRenorm1d"
+    assert (wn.linear.in_features, wn.linear.out_features, brn.num_features) == (3, 16, 16)
+    x = torch.randn(32, 3)
+    out = net.train()(x)[0]
+    assert out.shape == (32, 1) and brn.num_batches_tracked.item() == 1  # renorm stats updated
+    out.sum().backward()
+    assert wn.linear.parametrizations.weight.original1.grad is not None  # direction v trains
+    # a fresh net of the same spec loads the trained one's weights and statistics
+    other = build_net(spec, (3,), [1])
+    other.load_state_dict(net.state_dict())
+    torch.testing.assert_close(other.eval()(x)[0], net.eval()(x)[0])

@@ -17,7 +17,8 @@ SLM Lab v5.1+ specs describe nets this way:
 
 The body's output width is found by one forward of a zero observation, which also materializes
 lazy modules (LazyLinear, LazyConv2d); a body with several outputs hands its first to the heads,
-and a body output of more than one dim is flattened. `init_fn` re-initializes the body's linear
+and a body output of more than one dim is flattened. Besides torch.nn, an arc can name
+BatchRenorm1d, LazyBatchRenorm1d, WeightNormLinear and LazyWeightNormLinear (arc_layers.py). `init_fn` re-initializes the body's linear
 and conv layers; `normalize` divides uint8 frames by 255 as ConvNet does; heads and the rest of the net spec work as for MLPNet. With separate actor and
 critic nets each gets its own body (`actor_arc` / `critic_arc` give them different graphs).
 """
@@ -26,8 +27,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
-from slm_lab.agent.net import net_util
+from slm_lab.agent.net import arc_layers, net_util
 from slm_lab.agent.net.base import Net
 from slm_lab.agent.net.conv import PIXEL_MAX
 
@@ -36,6 +38,7 @@ def build_body(net_spec: dict[str, Any]) -> nn.Module:
     """torcharc's GraphModule from `arc` (a spec dict) or `arc_file` (a path to a YAML spec)."""
     import torcharc  # imported when used: it brings pydantic, which other nets do not need
 
+    arc_layers.register()
     arc = net_spec.get("arc") or net_spec.get("arc_file")
     if arc is None:
         raise ValueError("arc: TorchArcNet needs an `arc` graph (or an `arc_file` path)")
@@ -62,7 +65,9 @@ class TorchArcNet(Net):
         init_fn = net_spec.get("init_fn")
         activation = net_spec.get("hid_layers_activation")
         for module in self.body.modules():
-            if isinstance(module, nn.Linear | nn.Conv1d | nn.Conv2d | nn.Conv3d):
+            if isinstance(
+                module, nn.Linear | nn.Conv1d | nn.Conv2d | nn.Conv3d
+            ) and not parametrize.is_parametrized(module):  # weight-normed: g and v stay as built
                 net_util.init_layer(module, init_fn, activation)
         self.init_heads(net_spec, feat_dim, out_dims, head_gains, log_std_dim)
 
