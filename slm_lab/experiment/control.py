@@ -104,12 +104,12 @@ class Session:
         self.resume = resume
         self.seed = session_seed(int(spec["meta"]["random_seed"]), trial, session)
         self.log_frequency = int(spec["meta"].get("log_frequency") or DEFAULT_LOG_FREQUENCY)
-        torch.set_num_threads(threads)
         # Flush denormal floats to zero. Adam's moment estimates of weights whose gradient stays
         # zero (dead ReLU units) decay into the denormal range, where x86 arithmetic is many times
         # slower: a fused Adam step on a 2x256 MLP took 464 us with 18% of exp_avg denormal and
         # 179 us flushed. Values below 1.2e-38 are zero to any learning rule here.
         torch.set_flush_denormal(True)
+        torch.set_num_threads(threads)  # after the flush: pool threads start with it set
         random.seed(self.seed)
         np.random.seed(self.seed % 2**32)
         torch.manual_seed(self.seed)

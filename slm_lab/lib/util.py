@@ -24,5 +24,9 @@ def role_spec(net_spec: dict[str, Any], role: str) -> dict[str, Any]:
     """
     spec = {k: v for k, v in net_spec.items() if not k.startswith(("actor_", "critic_"))}
     prefix = f"{role}_"
-    spec.update({k[len(prefix) :]: v for k, v in net_spec.items() if k.startswith(prefix)})
+    own = {k[len(prefix) :]: v for k, v in net_spec.items() if k.startswith(prefix)}
+    if own.get("arc") is not None or own.get("arc_file") is not None:
+        spec.pop("arc", None)  # a role's own torcharc body replaces the shared one, either key
+        spec.pop("arc_file", None)
+    spec.update(own)
     return spec

@@ -6,6 +6,7 @@ helps, the nearest valid key ("did you mean ...").
 
 import difflib
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from loguru import logger
 
 from slm_lab import SPEC_DIR
 from slm_lab.agent.algorithm import ALGORITHMS
+from slm_lab.agent.algorithm.policy_gradient import PolicyGradient
 from slm_lab.agent.algorithm.ppo import PPO
+from slm_lab.agent.algorithm.sac import SoftActorCritic
 from slm_lab.agent.algorithm.sil import SelfImitation
 from slm_lab.agent.memory import MEMORIES
-from slm_lab.agent.net import check_net_input, net_util
+from slm_lab.agent.net import check_arc, check_net_input, net_util
 from slm_lab.agent.net.recurrent import CELL_TYPES
 from slm_lab.env import env_kwargs
 from slm_lab.lib.schedule import SCHEDULE_NAMES
@@ -488,6 +491,8 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
         raise SpecError(
             f"agent.algorithm.name: {name} needs a discrete action space; {env['name']} has a continuous (Box) one"
         )
+    if name != "Random":
+        _check_arcs(agent, ALGORITHMS[name], obs_space.shape, action_space, discrete)
     if policy in ("epsilon_greedy", "boltzmann"):
         if not discrete:
             raise SpecError(
@@ -517,6 +522,48 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
         raise SpecError(
             f"agent.memory.batch_size: must be <= max_size ({max_size}), got {batch_size!r}"
         )
+
+
+def _check_arcs(
+    agent: dict[str, Any],
+    algo_cls: type,
+    obs_shape: tuple[int, ...],
+    action_space: gym.Space,
+    discrete: bool,
+) -> None:
+    """Build every TorchArcNet body the algorithm will build, on an input of the shape that net
+    gets: observations, or (obs, action) concatenated for continuous SAC/CrossQ critics."""
+    net = agent["net"]
+    roles: list[tuple[str, str | None, dict[str, Any], tuple[int, ...]]] = []
+    if issubclass(algo_cls, SoftActorCritic):
+        critic_src, critic_path = (
+            (agent["critic_net"], "agent.critic_net")
+            if agent.get("critic_net")
+            else (net, "agent.net")
+        )
+        critic_shape = (
+            obs_shape if discrete else (math.prod(obs_shape) + math.prod(action_space.shape),)
+        )
+        roles += [
+            ("agent.net", "actor", net, obs_shape),
+            (critic_path, "critic", critic_src, critic_shape),
+        ]
+    elif issubclass(algo_cls, PolicyGradient) and not (net.get("shared") and algo_cls.with_critic):
+        roles.append(("agent.net", "actor", net, obs_shape))
+        if algo_cls.with_critic:
+            roles.append(("agent.net", "critic", net, obs_shape))
+    else:  # one net: a Q-net, or a shared actor-critic
+        roles.append(("agent.net", None, net, obs_shape))
+    for path, role, source, shape in roles:
+        spec = role_spec(source, role) if role else source
+        if spec.get("type") != "TorchArcNet":
+            continue
+        own = role is not None and any(
+            source.get(f"{role}_{k}") is not None for k in ("arc", "arc_file")
+        )
+        key = "arc_file" if spec.get("arc") is None and spec.get("arc_file") is not None else "arc"
+        if message := check_arc(spec, shape, f"{path}.{role + '_' if own else ''}{key}"):
+            raise SpecError(message)
 
 
 def _check_search(key: str, value: Any, path: str) -> None:

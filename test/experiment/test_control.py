@@ -265,8 +265,8 @@ def test_session_seeds_give_disjoint_env_seeds() -> None:
 
 def test_session_flushes_denormals(tmp_path: Path) -> None:
     """A session process flushes denormal floats to zero (they make CPU arithmetic slow)."""
+    torch.set_flush_denormal(False)  # an earlier in-process session may have turned it on
     denormal = torch.tensor([1e-39])
-    torch.set_flush_denormal(False)
     assert (denormal * 1.0).item() != 0.0
     try:
         control.Session({**make_spec("ppo"), "name": "ppo"}, tmp_path, trial=0, session=0)

@@ -2,15 +2,23 @@
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from conftest import invoke, make_spec, read_session_df, run_dirs
 from test_value_based_smoke import IMAGE_ENV_ID, IMAGE_SHAPE, REPLAY, value_spec
 
-from slm_lab.agent.net import build_net, check_net_input
+sys.path.insert(0, str(Path(__file__).parent.parent / "agent"))
+from test_sac import sac_spec  # noqa: E402
+
+from slm_lab.agent import Agent
+from slm_lab.agent.net import build_net
 from slm_lab.agent.net.torcharc_net import TorchArcNet
+from slm_lab.env import VecEnv
+from slm_lab.lib.util import role_spec
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError
 
@@ -79,7 +87,7 @@ def test_init_fn_reinitializes_the_body() -> None:
                 "type": "TorchArcNet",
                 "arc": {"modules": {"body": {"NoSuchLayer": {}}}, "graph": MLP_ARC["graph"]},
             },
-            "agent.net.arc: torcharc cannot build it for observations of shape (4,)",
+            "agent.net.arc: torcharc cannot build it for inputs of shape (4,): modules.body",
         ),
         (
             {"type": "TorchArcNet", "arc_file": "no/such/arc.yaml"},
@@ -87,17 +95,73 @@ def test_init_fn_reinitializes_the_body() -> None:
         ),
         (
             {"type": "TorchArcNet", "arc": CONV_ARC},  # a conv body on vector observations
-            "agent.net.arc: torcharc cannot build it for observations of shape (4,)",
+            "agent.net.arc: torcharc cannot build it for inputs of shape (4,)",
+        ),
+        (  # the critic's own arc is checked (a conv body on vector input), named by its key
+            {"type": "TorchArcNet", "arc": MLP_ARC, "critic_arc": CONV_ARC},
+            "agent.net.critic_arc: torcharc cannot build it for inputs of shape (4,)",
         ),
     ],
 )
 def test_bad_arcs_are_one_line_spec_errors(net: dict, fragment: str) -> None:
-    message = check_net_input(net, (4,), "CartPole-v1")
-    assert message is not None and message.startswith(fragment) and "\n" not in message
     spec = make_spec("ppo")
     spec["agent"]["net"] = {**spec["agent"]["net"], **net}
-    with pytest.raises(SpecError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SpecError) as err:
         spec_util.validate(spec)
+    assert str(err.value).startswith(fragment) and "\n" not in str(err.value)
+
+
+def linear_arc(in_features: int) -> dict:
+    """An arc with a plain (non-lazy) first layer: it only fits inputs of `in_features`."""
+    return {
+        "modules": {
+            "body": {
+                "Sequential": [
+                    {"Linear": {"in_features": in_features, "out_features": 8}},
+                    {"ReLU": None},
+                ]
+            }
+        },
+        "graph": {"input": "x", "modules": {"body": ["x"]}, "output": "body"},
+    }
+
+
+def test_sac_critic_arcs_are_checked_on_obs_and_action() -> None:
+    """Pendulum: obs 3, action 1; a continuous SAC critic reads concat(obs, action), 4 wide."""
+    spec = sac_spec()
+    spec["agent"]["net"].update(
+        type="TorchArcNet", actor_arc=linear_arc(3), critic_arc=linear_arc(4)
+    )
+    spec_util.validate(spec)  # both fit
+    algo = Agent(spec["agent"], VecEnv(spec["env"], seed=0)).algorithm
+    assert algo.q1_net.heads[0].in_features == 8 and algo.actor.heads[0].in_features == 8
+    spec["agent"]["net"]["critic_arc"] = linear_arc(3)  # sized for the observation alone
+    with pytest.raises(
+        SpecError,
+        match=r"agent.net.critic_arc: torcharc cannot build it for inputs of shape \(4,\)",
+    ):
+        spec_util.validate(spec)
+
+
+def test_a_role_arc_file_replaces_the_shared_arc(tmp_path: Path) -> None:
+    (tmp_path / "critic.yaml").write_text(yaml.safe_dump(linear_arc(4) | {}))
+    net = {"type": "TorchArcNet", "arc": MLP_ARC, "critic_arc_file": str(tmp_path / "critic.yaml")}
+    critic = role_spec(net, "critic")
+    assert "arc" not in critic and critic["arc_file"].endswith("critic.yaml")
+    assert role_spec(net, "actor")["arc"] == MLP_ARC
+
+
+def test_arc_with_biasless_layers_takes_an_init_fn() -> None:
+    arc = {
+        "modules": {
+            "body": {
+                "Sequential": [{"LazyLinear": {"out_features": 8, "bias": False}}, {"Tanh": None}]
+            }
+        },
+        "graph": {"input": "x", "modules": {"body": ["x"]}, "output": "body"},
+    }
+    net = build_net({"type": "TorchArcNet", "arc": arc, "init_fn": "orthogonal_"}, (4,), [2])
+    assert net.body.body[0].bias is None and net(torch.randn(3, 4))[0].shape == (3, 2)
 
 
 V51_YAML = """

@@ -9,7 +9,7 @@ from slm_lab.agent.net.conv import ConvNet
 from slm_lab.agent.net.dueling import DuelingConvNet, DuelingMLPNet
 from slm_lab.agent.net.mlp import MLPNet
 from slm_lab.agent.net.recurrent import RecurrentNet
-from slm_lab.agent.net.torcharc_net import TorchArcNet, build_body
+from slm_lab.agent.net.torcharc_net import TorchArcNet, body_features, build_body
 
 NETS: dict[str, type[Net]] = {
     "MLPNet": MLPNet,
@@ -46,8 +46,6 @@ def check_net_input(
     net_type = net_spec.get("type")
     if net_type in IMAGE_NETS and len(obs_shape) != 3:
         return f"agent.net.type: {net_type} needs an image observation (C, H, W); {env_name} gives shape {tuple(obs_shape)}"
-    if net_type == "TorchArcNet":
-        return check_arcs(net_spec, obs_shape)
     if net_type == "RecurrentNet":
         seq_len = net_spec.get("seq_len")
         if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
@@ -55,25 +53,28 @@ def check_net_input(
     return None
 
 
-def check_arcs(net_spec: dict[str, Any], obs_shape: tuple[int, ...]) -> str | None:
-    """Build each torcharc body the spec names (shared, actor_, critic_) and run it on a zero
-    observation; the first failure as a one-line message."""
-    roles = [
-        p
-        for p in ("", "actor_", "critic_")
-        if net_spec.get(f"{p}arc") or net_spec.get(f"{p}arc_file")
-    ]
-    if "" not in roles and not {"actor_", "critic_"} <= set(roles):
-        return "agent.net.arc: TorchArcNet needs an `arc` graph (a torcharc spec) or an `arc_file` path"
-    for prefix in roles:
-        key = f"{prefix}arc" if net_spec.get(f"{prefix}arc") else f"{prefix}arc_file"
-        try:
-            body = build_body(
-                {"arc": net_spec.get(f"{prefix}arc"), "arc_file": net_spec.get(f"{prefix}arc_file")}
-            )
-            with torch.no_grad():
-                body.eval()(torch.zeros(1, *obs_shape))
-        except Exception as e:  # torcharc raises pydantic, torch and file errors alike
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            return f"agent.net.{key}: torcharc cannot build it for observations of shape {tuple(obs_shape)}: {first}"
+def check_arc(net_spec: dict[str, Any], in_shape: tuple[int, ...], path: str) -> str | None:
+    """Build the torcharc body one net's spec names and run it on a zero input of `in_shape`;
+    the failure as a one-line message about `path` (e.g. agent.net.critic_arc), else None."""
+    if not (net_spec.get("arc") or net_spec.get("arc_file")):
+        return f"{path}: TorchArcNet needs an `arc` graph (a torcharc spec) or an `arc_file` path"
+    try:
+        body = build_body(net_spec)
+        with torch.no_grad():
+            body_features(body.eval()(torch.zeros(1, *in_shape)))
+    except Exception as e:  # torcharc raises pydantic, torch and file errors alike
+        return f"{path}: torcharc cannot build it for inputs of shape {tuple(in_shape)}: {first_line(e)}"
     return None
+
+
+def first_line(e: Exception) -> str:
+    """A one-line reason: pydantic's first error (location and message), else the first line."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            return f"{'.'.join(str(x) for x in first.get('loc', ()))}: {first.get('msg', '')}"
+        except Exception:  # not a pydantic error after all
+            pass
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

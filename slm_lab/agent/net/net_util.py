@@ -58,7 +58,8 @@ def init_layer(
         fn(layer.weight, std=gain)
     else:
         fn(layer.weight)
-    nn.init.zeros_(layer.bias)
+    if layer.bias is not None:
+        nn.init.zeros_(layer.bias)
 
 
 def build_optim(optim_spec: dict[str, Any], params: Any) -> torch.optim.Optimizer:

@@ -16,7 +16,7 @@ SLM Lab v5.1+ specs describe nets this way:
           output: body
 
 The body's output width is found by one forward of a zero observation, which also materializes
-lazy modules (LazyLinear, LazyConv2d); a body with several outputs hands its first to the heads,
+lazy modules (LazyLinear, LazyConv2d); a body with several outputs (tuple or dict) hands its first to the heads,
 and a body output of more than one dim is flattened. Besides torch.nn, an arc can name
 BatchRenorm1d, LazyBatchRenorm1d, WeightNormLinear and LazyWeightNormLinear (arc_layers.py). `init_fn` re-initializes the body's linear
 and conv layers; `normalize` divides uint8 frames by 255 as ConvNet does; heads and the rest of the net spec work as for MLPNet. With separate actor and
@@ -43,6 +43,15 @@ def build_body(net_spec: dict[str, Any]) -> nn.Module:
     if arc is None:
         raise ValueError("arc: TorchArcNet needs an `arc` graph (or an `arc_file` path)")
     return torcharc.build(arc if isinstance(arc, dict) else str(arc))
+
+
+def body_features(out: Any) -> torch.Tensor:
+    """The heads' input from a body's output: the first of several (tuple, list or dict), flat."""
+    if isinstance(out, dict):
+        out = next(iter(out.values()))
+    elif isinstance(out, list | tuple):
+        out = out[0]
+    return out.flatten(1) if out.dim() > 2 else out
 
 
 class TorchArcNet(Net):
@@ -72,10 +81,7 @@ class TorchArcNet(Net):
         self.init_heads(net_spec, feat_dim, out_dims, head_gains, log_std_dim)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.body(x)
-        if isinstance(out, list | tuple):
-            out = out[0]
-        return out.flatten(1) if out.dim() > 2 else out
+        return body_features(self.body(x))
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         x = x.float()
