@@ -1,4 +1,8 @@
-"""The `slm-lab` command line."""
+"""The `slm-lab` command line.
+
+Module level imports only Typer, so `slm-lab --help` starts in a blink; each command imports
+what it uses (spec validation, then torch only once the input is known to be good).
+"""
 
 import platform
 import secrets
@@ -9,22 +13,18 @@ from typing import Annotated, Any
 
 import typer
 
-from slm_lab.lib import io
-from slm_lab.lib import logger as log_setup
-from slm_lab.lib.logger import logger
-from slm_lab.spec import spec_util
-from slm_lab.spec.spec_util import SpecError
-
 app = typer.Typer(
     help="SLM Lab: modular deep reinforcement learning. One spec file describes a whole experiment.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rendering it with rich took longer than the rest of --help
 )
 
 DEMO_SPEC_FILE = "demo.json"
 DEMO_SPEC_NAME = "ppo_cartpole_demo"
 MODES = ("dev", "train", "search", "enjoy@<run folder>", "train@<run folder>", "train@latest")
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 ENJOY_EPISODES = 10
 
 
@@ -41,10 +41,11 @@ def _versions() -> dict[str, str]:
 
 
 def _new_run_dir(spec: dict[str, Any], variables: dict[str, str], mode: str) -> Path:
+    from slm_lab.lib import io
+
     if spec["meta"].get("random_seed") is None:
-        spec["meta"]["random_seed"] = secrets.randbelow(
-            2**31
-        )  # recorded below, so the run is reproducible
+        # recorded below, so the run is reproducible
+        spec["meta"]["random_seed"] = secrets.randbelow(2**31)
     run_dir = io.DATA_DIR / f"{spec['name']}_{io.timestamp()}"
     while run_dir.exists():  # two runs started in the same second
         run_dir = run_dir.with_name(run_dir.name + "_")
@@ -69,6 +70,10 @@ def _load_run(
     target: str, spec_file: str, spec_name: str, variables: dict[str, str]
 ) -> tuple[dict[str, Any], Path]:
     """The spec recorded in a run folder (`latest`: the newest run of this spec)."""
+    from slm_lab.lib import io
+    from slm_lab.spec import spec_util
+    from slm_lab.spec.spec_util import SpecError
+
     if target == "latest":
         name = spec_util.get_spec(spec_file, spec_name, variables)["name"]
         run_dir = io.latest_run_dir(name)
@@ -116,15 +121,12 @@ def run(
     ] = ENJOY_EPISODES,
 ) -> None:
     """Train (dev: 1 session; train: max_session seeds in parallel), replay (enjoy@) or resume (train@) a spec."""
-    if log_level.upper() not in (
-        "TRACE",
-        "DEBUG",
-        "INFO",
-        "SUCCESS",
-        "WARNING",
-        "ERROR",
-        "CRITICAL",
-    ):
+    from slm_lab.lib import logger as log_setup
+    from slm_lab.lib.logger import logger
+    from slm_lab.spec import spec_util
+    from slm_lab.spec.spec_util import SpecError
+
+    if log_level.upper() not in LOG_LEVELS:
         _fail(f"--log-level {log_level}: one of DEBUG, INFO, WARNING, ERROR")
     log_setup.setup(log_level)
     try:
@@ -148,7 +150,7 @@ def run(
     except SpecError as e:
         _fail(str(e))
 
-    from slm_lab.experiment import control  # heavy (torch); after the input is known to be good
+    from slm_lab.experiment import control  # torch: after the input is known to be good
 
     if base == "enjoy":
         result = control.enjoy(spec, run_dir, episodes, render)
@@ -166,7 +168,11 @@ def run(
     )
     metrics = trial.run()
     if metrics is None:
-        _fail(f"no session of {spec['name']} completed; see {run_dir / 'log'}", 1)
+        first_error = next(iter(trial.errors.values()), "unknown error")
+        _fail(
+            f"no session of {spec['name']} completed: {first_error} (traceback in {run_dir / 'log'})",
+            1,
+        )
     from slm_lab.experiment.analysis import format_metrics
 
     typer.echo(f"trial_metrics: {format_metrics(metrics)}")
@@ -183,21 +189,32 @@ def check(
         list[str] | None, typer.Option("--set", "-s", help="-s KEY=VALUE for ${KEY} (repeatable)")
     ] = None,
 ) -> None:
-    """Validate specs without running anything."""
+    """Validate specs without running anything. A template spec (with ${vars} left) is checked
+    as far as it can be, and the -s it still needs are named."""
+    from slm_lab.lib import logger as log_setup
+    from slm_lab.spec import spec_util
+    from slm_lab.spec.spec_util import SpecError
+
     log_setup.setup("WARNING")
     try:
         variables = spec_util.parse_sets(set_ or [])
-        names = [spec_name] if spec_name else list(spec_util.read_spec_file(spec_file, variables))
+        names = (
+            [spec_name]
+            if spec_name
+            else list(spec_util.read_spec_file(spec_file, variables, template=True))
+        )
     except SpecError as e:
         _fail(str(e))
     failed = 0
     for name in names:
         try:
-            spec_util.get_spec(spec_file, name, variables)
-            typer.echo(f"ok: {name}")
+            missing = spec_util.check_spec(spec_file, name, variables)
         except SpecError as e:
             failed += 1
             typer.echo(f"error: {name}: {e}", err=True)
+            continue
+        needs = " ".join(f"-s {var}=VALUE" for var in missing)
+        typer.echo(f"ok: {name}" + (f" (template: run it with {needs})" if missing else ""))
     if failed:
         raise typer.Exit(2)
 

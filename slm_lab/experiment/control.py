@@ -16,8 +16,8 @@ import random
 import resource
 import shutil
 import time
-import traceback
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,10 @@ import pandas as pd
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
-from slm_lab.agent import Agent, MetricsTracker, rng_state, set_rng_state
-from slm_lab.agent.net import env_seq_len
-from slm_lab.env import VecEnv, env_kwargs
+from slm_lab.agent.agent import Agent, MetricsTracker, rng_state, set_rng_state
+from slm_lab.agent.net.config import env_seq_len
+from slm_lab.env.config import env_kwargs
+from slm_lab.env.vec_env import VecEnv
 from slm_lab.experiment import analysis
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
@@ -271,6 +272,10 @@ class Session:
         return metrics
 
 
+class SessionFailed(Exception):
+    """A session raised; the message is its error's last line (the traceback is in its log)."""
+
+
 def run_session(
     spec: dict[str, Any],
     run_dir: str,
@@ -281,16 +286,29 @@ def run_session(
     render: bool,
     threads: int,
     log_level: str,
+    own_process: bool,
 ) -> dict[str, float]:
-    """Entry point of a session process."""
+    """Run one session: in its own process (`own_process`, a parallel trial) or in the caller's."""
     pre = prefix(spec, trial, session)
-    log_setup.setup(log_level, tag=pre if not dev else "")
-    log_setup.add_file(str(Path(run_dir) / "log" / f"{pre}.log"), log_level)
-    done_path = Path(run_dir) / "info" / f"{pre}_session_metrics.json"
-    if resume and done_path.exists():
-        logger.info(f"{pre} already finished; keeping its results")
-        return io.read_json(done_path)
-    return Session(spec, Path(run_dir), trial, session, dev, resume, render, threads).run()
+    tag = pre if not dev else ""
+    if own_process:
+        log_setup.setup(log_level, tag=tag)
+    else:
+        log_setup.set_tag(tag)
+    sink = log_setup.add_file(str(Path(run_dir) / "log" / f"{pre}.log"), log_level)
+    try:
+        done_path = Path(run_dir) / "info" / f"{pre}_session_metrics.json"
+        if resume and done_path.exists():
+            logger.info(f"{pre} already finished; keeping its results")
+            return io.read_json(done_path)
+        return Session(spec, Path(run_dir), trial, session, dev, resume, render, threads).run()
+    except Exception as e:  # the traceback to the logs, one line to the console and the caller
+        logger.opt(exception=e).bind(file_only=True).error(f"{pre} failed")
+        raise SessionFailed(log_setup.last_line(e)) from None
+    finally:
+        log_setup.remove(sink)
+        if not own_process:
+            log_setup.set_tag("")
 
 
 class Trial:
@@ -309,6 +327,7 @@ class Trial:
         self.spec, self.run_dir, self.trial = spec, run_dir, trial
         self.dev, self.resume, self.render, self.log_level = dev, resume, render, log_level
         self.max_session = 1 if dev else int(spec["meta"].get("max_session") or 1)
+        self.errors: dict[int, str] = {}  # session index -> its error's last line
 
     def run(self) -> dict[str, float] | None:
         threads = num_threads(self.spec)
@@ -329,25 +348,28 @@ class Trial:
         results: dict[int, dict[str, float]] = {}
         if self.max_session == 1:
             try:
-                results[0] = run_session(*args[0])
-            except Exception as e:  # reported like a failed session of a parallel trial
-                logger.error(
-                    f"{prefix(self.spec, self.trial, 0)} failed: {type(e).__name__}: {e}\n{''.join(traceback.format_exception(e)[-3:])}"
-                )
-            log_setup.setup(self.log_level)
+                results[0] = run_session(*args[0], own_process=False)
+            except SessionFailed as e:
+                self.fail(0, str(e))
         else:
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
                 os.environ[var] = str(threads)
             with ProcessPoolExecutor(self.max_session, mp_context=get_context("spawn")) as pool:
-                futures = {s: pool.submit(run_session, *a) for s, a in enumerate(args)}
+                futures = {
+                    s: pool.submit(run_session, *a, own_process=True) for s, a in enumerate(args)
+                }
                 for s, fut in futures.items():
                     try:
                         results[s] = fut.result()
-                    except Exception as e:  # a failed session is reported; the others go on
-                        logger.error(
-                            f"{prefix(self.spec, self.trial, s)} failed: {type(e).__name__}: {e}\n{''.join(traceback.format_exception(e)[-3:])}"
-                        )
+                    except SessionFailed as e:  # a failed session is reported; the others go on
+                        self.fail(s, str(e))
+                    except BrokenProcessPool as e:  # the process died (killed, out of memory)
+                        self.fail(s, log_setup.last_line(e))
         return self.analyze(sorted(results))
+
+    def fail(self, session: int, reason: str) -> None:
+        self.errors[session] = reason
+        logger.error(f"{prefix(self.spec, self.trial, session)} failed: {reason}")
 
     def analyze(self, sessions: list[int]) -> dict[str, float] | None:
         pre = prefix(self.spec, self.trial)

@@ -15,8 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import torch
-
 DATA_DIR = Path("data")
 RUN_SPEC_SUFFIX = "_spec.json"
 
@@ -34,10 +32,14 @@ def _atomic(path: Path, write: Any) -> None:
 
 
 def save_torch(obj: Any, path: Path) -> None:
+    import torch  # imported when used: the CLI reads and writes run folders without it
+
     _atomic(path, lambda f: torch.save(obj, f))
 
 
 def load_torch(path: Path) -> Any:
+    import torch
+
     return torch.load(path, map_location="cpu", weights_only=True)
 
 

@@ -1,36 +1,58 @@
 """Spec files: find, read (JSON/YAML), substitute ${vars}, validate up front.
 
 Every user mistake raises SpecError with one line: the key path, the bad value, and where it
-helps, the nearest valid key ("did you mean ...").
+helps, the nearest valid key ("did you mean ..."). Validation imports no torch (torch's names
+come from a table, see slm_lab.agent.net.config), so `slm-lab check` is quick; only a
+TorchArcNet spec loads torch, to build its graph.
 """
 
 import difflib
+import importlib
 import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-import torch
 import yaml
 from loguru import logger
 
 from slm_lab import SPEC_DIR
-from slm_lab.agent.algorithm import ALGORITHMS
-from slm_lab.agent.algorithm.policy_gradient import PolicyGradient
-from slm_lab.agent.algorithm.ppo import PPO
-from slm_lab.agent.algorithm.sac import SoftActorCritic
-from slm_lab.agent.algorithm.sil import SelfImitation
-from slm_lab.agent.memory import MEMORIES
-from slm_lab.agent.net import check_arc, check_net_input, net_util
-from slm_lab.agent.net.recurrent import CELL_TYPES
-from slm_lab.env import env_kwargs
+from slm_lab.agent.algorithm.config import (
+    ACTION_PDTYPES,
+    ACTION_POLICIES,
+    ADVANTAGE_NORMALIZERS,
+    ALGORITHM_CONFIGS,
+    DISCRETE_PDTYPES,
+    NOT_YET_FLAGS,
+    AlgorithmConfig,
+    PolicyGradientConfig,
+    PPOConfig,
+    SoftActorCriticConfig,
+)
+from slm_lab.agent.memory.config import MEMORY_NAMES
+from slm_lab.agent.net.config import (
+    CELL_TYPES,
+    CUSTOM_SCHEDULERS,
+    NET_TYPES,
+    check_net_input,
+    torch_names,
+)
+from slm_lab.env.config import env_kwargs
 from slm_lab.lib.schedule import SCHEDULE_NAMES
 from slm_lab.lib.util import role_spec
 from slm_lab.spec import schema
 
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
+# a ${var} not inside a quoted string: quoted for parsing a template (check of an unfilled spec)
+BARE_VAR_PATTERN = re.compile(r"(?<![\"'\w$])\$\{([^}]*)\}(?![\"'\w])")
+# features of SLM Lab v5 specs that this release does not have yet: a spec that needs one gets
+# one line naming it
+NOT_YET = "is not available yet in this release"
+HOGWILD_OPTIM_PREFIX = "Global"  # v5's shared-memory optimizers (GlobalAdam, GlobalRMSprop)
+PLAYGROUND_PREFIX = "playground/"
+# legacy (unnamespaced) ALE ids: <Game>[NoFrameskip|Deterministic]-v0/-v4
+LEGACY_ATARI_ID = re.compile(r"^[A-Z][A-Za-z]+(NoFrameskip|Deterministic)?-v[04]$")
 
 
 class _YamlLoader(yaml.SafeLoader):
@@ -127,36 +149,45 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
     return {k: v for k, v in data.items() if not str(k).startswith("_")}  # _keys hold YAML anchors
 
 
-def _find_unresolved(node: Any, path: str) -> None:
+def unresolved_vars(node: Any, path: str = "") -> dict[str, str]:
+    """{var: the first key path that holds it} for every ${var} left in a spec."""
+    found: dict[str, str] = {}
     if isinstance(node, dict):
         for k, v in node.items():
-            _find_unresolved(v, f"{path}.{k}" if path else str(k))
+            for var, where in unresolved_vars(v, f"{path}.{k}" if path else str(k)).items():
+                found.setdefault(var, where)
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            _find_unresolved(v, f"{path}[{i}]")
-    elif isinstance(node, str) and (m := VAR_PATTERN.search(node)):
-        raise SpecError(f"{path}: unresolved ${{{m.group(1)}}}; pass it with -s {m.group(1)}=VALUE")
+            for var, where in unresolved_vars(v, f"{path}[{i}]").items():
+                found.setdefault(var, where)
+    elif isinstance(node, str):
+        for var in VAR_PATTERN.findall(node):
+            found.setdefault(var, path)
+    return found
 
 
 def read_spec_file(
-    spec_file: str, variables: dict[str, str] | None = None
+    spec_file: str, variables: dict[str, str] | None = None, template: bool = False
 ) -> dict[str, dict[str, Any]]:
+    """{spec name: spec} of a file, ${vars} substituted. `template` keeps the ${vars} that are
+    not given as strings (a bare one in JSON is quoted), so an unfilled spec still parses."""
     path = find_spec_file(spec_file)
     text = substitute(path.read_text(), variables or {})
+    if template and path.suffix not in (".yaml", ".yml"):
+        text = BARE_VAR_PATTERN.sub(lambda m: f'"${{{m.group(1)}}}"', text)
     return _parse(text, path)
 
 
 def env_suffix(env_name: str) -> str:
-    """'ALE/Pong-v5' -> 'pong', 'CartPole-v1' -> 'cartpole'."""
-    return re.sub(r"-v\d+$", "", env_name.split("/")[-1]).lower().replace("-", "_")
+    """'ALE/Pong-v5' -> 'pong', 'CartPole-v1' -> 'cartpole', 'my_pkg:Grid-v0' -> 'grid'."""
+    name = env_name.rsplit(":", 1)[-1].split("/")[-1]
+    return re.sub(r"-v\d+$", "", name).lower().replace("-", "_")
 
 
-def get_spec(
-    spec_file: str, spec_name: str, variables: dict[str, str] | None = None
+def _spec_from_file(
+    spec_file: str, spec_name: str, variables: dict[str, str], template: bool
 ) -> dict[str, Any]:
-    """Read, substitute, normalize and validate one spec; sets spec['name']."""
-    variables = variables or {}
-    specs = read_spec_file(spec_file, variables)
+    specs = read_spec_file(spec_file, variables, template)
     if spec_name not in specs:
         raise SpecError(
             f"spec {spec_name!r} not in {spec_file}{did_you_mean(spec_name, specs)} (it has: {', '.join(specs) or 'none'})"
@@ -164,15 +195,52 @@ def get_spec(
     spec = specs[spec_name]
     if not isinstance(spec, dict):
         raise SpecError(f"{spec_name}: a spec must be a mapping, got {type(spec).__name__}")
-    _find_unresolved(spec, spec_name)
-    spec = normalize(spec)
+    return normalize(spec)
+
+
+def get_spec(
+    spec_file: str, spec_name: str, variables: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Read, substitute, normalize and validate one spec; sets spec['name']."""
+    variables = variables or {}
+    spec = _spec_from_file(spec_file, spec_name, variables, template=False)
+    for var, where in sorted(unresolved_vars(spec, spec_name).items()):
+        raise SpecError(f"{where}: unresolved ${{{var}}}; pass it with -s {var}=VALUE")
     spec["name"] = spec_name + (f"_{env_suffix(variables['env'])}" if "env" in variables else "")
     validate(spec, spec_name)
     return spec
 
 
+def check_spec(
+    spec_file: str, spec_name: str, variables: dict[str, str] | None = None
+) -> list[str]:
+    """Validate one spec as `check` does; returns the ${vars} it still needs (a template spec).
+
+    A template's placeholders are validated as far as they can be: a placeholder stands for a
+    number where the key takes one, and an unfilled env name skips the checks that need the env.
+    """
+    spec = _spec_from_file(spec_file, spec_name, variables or {}, template=True)
+    missing = unresolved_vars(spec)
+    if missing:
+        spec = _fill_template(spec)
+    validate(spec, spec_name)
+    return sorted(missing)
+
+
+def _fill_template(node: Any, key: str = "") -> Any:
+    """Placeholders replaced for validation: a numeric stand-in, except in keys that take a
+    string (names, types), which keep the placeholder text."""
+    if isinstance(node, dict):
+        return {k: _fill_template(v, str(k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill_template(v, key) for v in node]
+    if isinstance(node, str) and VAR_PATTERN.search(node):
+        return node if key in ("name", "type") or VAR_PATTERN.sub("", node) else 1
+    return node
+
+
 def normalize(spec: dict[str, Any]) -> dict[str, Any]:
-    """v4-style single-element lists for agent/env become mappings; numeric frames become ints."""
+    """v4-style single-element lists for agent/env become mappings."""
     spec = dict(spec)
     for key in ("agent", "env"):
         if isinstance(spec.get(key), list) and len(spec[key]) == 1:
@@ -197,9 +265,20 @@ def _type_ok(value: Any, type_spec: str) -> bool:
     return isinstance(value, {"bool": bool, "str": str, "list": list, "dict": dict}[kind])
 
 
+def _type_name(type_spec: str) -> str:
+    return type_spec.rstrip("?") + (" or null" if type_spec.endswith("?") else "")
+
+
 def _check_keys(
-    section: dict[str, Any], allowed: dict[str, str], path: str, extra_ok: set[str] | None = None
+    section: Any,
+    allowed: dict[str, str],
+    path: str,
+    extra_ok: set[str] | None = None,
+    required: tuple[str, ...] = (),
 ) -> None:
+    """Every key known and of its type; every required key present."""
+    if not isinstance(section, dict):
+        raise SpecError(f"{path}: expected a mapping, got {section!r}")
     for key, value in section.items():
         full = f"{path}.{key}" if path else key
         if full in schema.DEPRECATED:
@@ -211,25 +290,25 @@ def _check_keys(
             continue
         if key in allowed:
             if not _type_ok(value, allowed[key]):
-                raise SpecError(
-                    f"{full}: expected {allowed[key].rstrip('?')}{' or null' if allowed[key].endswith('?') else ''}, got {value!r}"
-                )
+                raise SpecError(f"{full}: expected {_type_name(allowed[key])}, got {value!r}")
         elif not (extra_ok and key in extra_ok):
             raise SpecError(
                 f"{full}: unknown key{did_you_mean(key, list(allowed) + list(extra_ok or []))}"
             )
+    for key in required:
+        if section.get(key) is None:
+            full = f"{path}.{key}" if path else key
+            raise SpecError(f"{full}: required ({_type_name(allowed[key])}), missing")
 
 
 def _check_schedule(spec: Any, path: str) -> None:
     if spec is None:
         return
-    _check_keys(spec, schema.SCHEDULE_KEYS, path)
-    if spec.get("name") not in SCHEDULE_NAMES:
+    _check_keys(spec, schema.SCHEDULE_KEYS, path, required=("name", "start_val"))
+    if spec["name"] not in SCHEDULE_NAMES:
         raise SpecError(
-            f"{path}.name: {spec.get('name')!r} is not a schedule{did_you_mean(str(spec.get('name')), SCHEDULE_NAMES)} (one of {', '.join(SCHEDULE_NAMES)})"
+            f"{path}.name: {spec['name']!r} is not a schedule{did_you_mean(str(spec['name']), SCHEDULE_NAMES)} (one of {', '.join(SCHEDULE_NAMES)})"
         )
-    if "start_val" not in spec:
-        raise SpecError(f"{path}.start_val: required")
 
 
 def _positive(value: Any, path: str, allow_zero: bool = False) -> None:
@@ -240,59 +319,71 @@ def _positive(value: Any, path: str, allow_zero: bool = False) -> None:
 
 
 def _check_torch_name(
-    spec: dict[str, Any] | None, path: str, module: Any, extra: tuple[str, ...] = ()
+    spec: Any, path: str, kind: str, module: str, extra: tuple[str, ...] = ()
 ) -> None:
+    """`spec` is a mapping whose `name` is one of torch's `kind` (see torch_names) or `extra`."""
     if spec is None:
         return
     if not isinstance(spec, dict) or "name" not in spec:
         raise SpecError(f"{path}: expected a mapping with a 'name', got {spec!r}")
     name = spec["name"]
-    if name not in extra and not hasattr(module, name):
-        options = [n for n in dir(module) if not n.startswith("_")] + list(extra)
+    options = [*torch_names()[kind], *extra]
+    if kind == "optimizers" and isinstance(name, str) and name.startswith(HOGWILD_OPTIM_PREFIX):
         raise SpecError(
-            f"{path}.name: {name!r} is not in {module.__name__}{did_you_mean(name, options)}"
+            f"{path}.name: {name} (a Hogwild shared-memory optimizer) {NOT_YET}; use {name.removeprefix(HOGWILD_OPTIM_PREFIX)} with meta.distributed false"
+        )
+    if name not in options:
+        raise SpecError(
+            f"{path}.name: {name!r} is not in {module}{did_you_mean(str(name), options)}"
         )
 
 
-def _check_net(net: dict[str, Any], path: str) -> None:
+def _check_net(net: Any, path: str) -> None:
     role_types = {
         f"{role}_{k}": schema.NET[k] for role in ("actor", "critic") for k in schema.NET_ROLE_KEYS
     }
-    _check_keys(net, {**schema.NET, **role_types}, path)
-    if net.get("type") not in schema.NET_TYPES:
+    _check_keys(net, {**schema.NET, **role_types}, path, required=("type",))
+    if net["type"] not in NET_TYPES:
         raise SpecError(
-            f"{path}.type: {net.get('type')!r} is not available{did_you_mean(str(net.get('type')), schema.NET_TYPES)} (available: {', '.join(schema.NET_TYPES)})"
+            f"{path}.type: {net['type']!r} is not available{did_you_mean(str(net['type']), NET_TYPES)} (available: {', '.join(NET_TYPES)})"
         )
+    names = torch_names()
     for key in [
         k for k in net if k.endswith("hid_layers_activation") or k.endswith("out_layer_activation")
     ]:
-        if net[key] is not None and net[key].lower() not in net_util.activation_names():
+        if net[key] is not None and net[key].lower() not in names["activations"]:
             raise SpecError(
-                f"{path}.{key}: {net[key]!r} is not a torch activation{did_you_mean(net[key].lower(), net_util.activation_names())}"
+                f"{path}.{key}: {net[key]!r} is not a torch activation{did_you_mean(net[key].lower(), names['activations'])}"
             )
     for key in [k for k in net if k.endswith("init_fn")]:
-        if net[key] is not None and not hasattr(torch.nn.init, net[key]):
+        if net[key] is not None and net[key] not in names["init_fns"]:
             raise SpecError(
-                f"{path}.{key}: {net[key]!r} is not in torch.nn.init{did_you_mean(net[key], dir(torch.nn.init))}"
+                f"{path}.{key}: {net[key]!r} is not in torch.nn.init{did_you_mean(net[key], names['init_fns'])}"
             )
     for key in [k for k in net if k.endswith("optim_spec")]:
-        _check_torch_name(net[key], f"{path}.{key}", torch.optim)
+        _check_torch_name(net[key], f"{path}.{key}", "optimizers", "torch.optim")
         if net[key] is not None and "lr" in net[key]:
             _positive(net[key]["lr"], f"{path}.{key}.lr")
     for key in [k for k in net if k.endswith("lr_scheduler_spec")]:
         _check_torch_name(
-            net[key], f"{path}.{key}", torch.optim.lr_scheduler, net_util.CUSTOM_SCHEDULERS
+            net[key],
+            f"{path}.{key}",
+            "lr_schedulers",
+            "torch.optim.lr_scheduler",
+            CUSTOM_SCHEDULERS,
         )
         sch = net[key]
-        if sch is not None and sch["name"] in net_util.CUSTOM_SCHEDULERS:
+        if sch is not None and sch["name"] in CUSTOM_SCHEDULERS:
             for req in ("frame",) + (("min_factor",) if sch["name"] == "LinearToMin" else ()):
                 if req not in sch:
                     raise SpecError(f"{path}.{key}.{req}: required by {sch['name']}")
             _positive(sch["frame"], f"{path}.{key}.frame")
-    _check_torch_name(net.get("loss_spec"), f"{path}.loss_spec", torch.nn)
+    _check_torch_name(net.get("loss_spec"), f"{path}.loss_spec", "losses", "torch.nn")
     for key in [k for k in net if k.endswith("hid_layers") and not k.endswith("conv_hid_layers")]:
         layers = net[key]
-        if layers is not None and not all(isinstance(w, int) and w > 0 for w in layers):
+        if layers is not None and not all(
+            type(w) is int and w > 0 for w in layers
+        ):  # bool is an int
             raise SpecError(f"{path}.{key}: expected a list of positive ints, got {layers!r}")
     for key in [k for k in net if k.endswith("conv_hid_layers")]:
         for row in net[key] or []:
@@ -332,14 +423,45 @@ def _check_net(net: dict[str, Any], path: str) -> None:
             raise SpecError(f"{path}.batch_renorm: choose batch_renorm or batch_norm, not both")
 
 
-def _env_spaces(env: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
-    name = env["name"]
+def _env_not_available(name: str) -> str | None:
+    """The one-line reason an env id of a v5 spec cannot run in this release, else None."""
+    if name.startswith("ALE/") or LEGACY_ATARI_ID.fullmatch(name):
+        return f"env.name: {name}: Atari (ALE) {NOT_YET}"
+    if name.startswith(PLAYGROUND_PREFIX):
+        return f"env.name: {name}: MuJoCo Playground {NOT_YET}"
+    return None
+
+
+def _import_env_module(name: str) -> str:
+    """For a `module:EnvId` name, import the module (it registers the env); returns the id."""
+    if ":" not in name:
+        return name
+    module, env_id = name.split(":", 1)
     try:
-        gym.spec(name)
-    except gym.error.Error:
-        ids = list(gym.registry.keys())
+        importlib.import_module(module)
+    except Exception as e:  # the user's own module: any error it raises on import
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise SpecError(
-            f"env.name: {name!r} is not a Gymnasium env id{did_you_mean(name, ids)}"
+            f"env.name: {name!r}: importing {module!r} failed ({type(e).__name__}: {reason}); is it on PYTHONPATH?"
+        ) from None
+    return env_id
+
+
+def env_spaces(env: dict[str, Any]) -> tuple[Any, Any]:
+    """(observation space as the agent sees it, action space) of the env a spec names."""
+    import gymnasium as gym  # imported here: the rest of validation needs no env
+
+    from slm_lab.env.spaces import agent_observation_space
+
+    name = env["name"]
+    env_id = _import_env_module(name)
+    try:
+        gym.spec(env_id)
+    except gym.error.Error:
+        if message := _env_not_available(env_id):
+            raise SpecError(message) from None
+        raise SpecError(
+            f"env.name: {name!r} is not a Gymnasium env id{did_you_mean(env_id, gym.registry.keys())}"
         ) from None
     kwargs = env_kwargs(env)
     try:
@@ -352,35 +474,43 @@ def _env_spaces(env: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
         ) from None
     except gym.error.Error as err:
         raise SpecError(f"env.name: {name!r} cannot be made: {err}") from None
-    spaces = (e.observation_space, e.action_space)
-    e.close()
-    return spaces
+    try:
+        obs_space = agent_observation_space(e.observation_space)
+    except ValueError as err:
+        raise SpecError(f"env.name: {name}: {err}") from None
+    finally:
+        e.close()
+    return obs_space, e.action_space
 
 
 def validate(spec: dict[str, Any], spec_name: str = "") -> None:
     """Check keys, types and values of a whole spec; raise SpecError on the first problem."""
-    _check_keys(spec, schema.TOP, "")
-    for required in ("agent", "env", "meta"):
-        if required not in spec:
-            raise SpecError(f"{spec_name}: missing required key {required!r}")
+    _check_keys(spec, schema.TOP, "", required=("agent", "env", "meta"))
     agent, env, meta = spec["agent"], spec["env"], spec["meta"]
-    _check_keys(agent, schema.AGENT, "agent")
+    _check_keys(agent, schema.AGENT, "agent", required=("algorithm",))
     algo = agent["algorithm"]
-    _check_keys(algo, schema.ALGORITHM, "agent.algorithm")
+    _check_keys(algo, schema.ALGORITHM, "agent.algorithm", required=("name",))
     _check_keys(meta, schema.META, "meta")
-    _check_keys(env, schema.ENV, "env", extra_ok=set(env) - set(schema.ENV))
-    if agent.get("memory"):
+    _check_keys(
+        env,
+        schema.ENV,
+        "env",
+        extra_ok=set(env) - set(schema.ENV) if isinstance(env, dict) else None,
+        required=("name", "max_frame"),
+    )
+    if agent.get("memory") is not None:
         _check_keys(agent["memory"], schema.MEMORY, "agent.memory")
-    if agent.get("net"):
+    if agent.get("net") is not None:
         _check_net(agent["net"], "agent.net")
-    if agent.get("critic_net"):
+    if agent.get("critic_net") is not None:
         _check_net(agent["critic_net"], "agent.critic_net")
 
     name = algo["name"]
-    if name not in ALGORITHMS:
+    if name not in ALGORITHM_CONFIGS:
         raise SpecError(
-            f"agent.algorithm.name: {name!r} is not available{did_you_mean(name, ALGORITHMS)} (available: {', '.join(ALGORITHMS)})"
+            f"agent.algorithm.name: {name!r} is not available{did_you_mean(name, ALGORITHM_CONFIGS)} (available: {', '.join(ALGORITHM_CONFIGS)})"
         )
+    config = ALGORITHM_CONFIGS[name]
     for key in ("explore_var_spec", "entropy_coef_spec", "clip_eps_spec"):
         _check_schedule(algo.get(key), f"agent.algorithm.{key}")
     gamma = algo.get("gamma")
@@ -399,111 +529,47 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
     ):
         _positive(algo.get(key), f"agent.algorithm.{key}")
     policy = algo.get("action_policy") or "default"
-    if policy not in schema.ACTION_POLICIES:
+    if policy not in ACTION_POLICIES:
         raise SpecError(
-            f"agent.algorithm.action_policy: {policy!r} is not one of {', '.join(schema.ACTION_POLICIES)}{did_you_mean(policy, schema.ACTION_POLICIES)}"
+            f"agent.algorithm.action_policy: {policy!r} is not one of {', '.join(ACTION_POLICIES)}{did_you_mean(policy, ACTION_POLICIES)}"
+        )
+    for key, feature in NOT_YET_FLAGS.items():
+        if algo.get(key):
+            raise SpecError(f"agent.algorithm.{key}: {feature} {NOT_YET}; use false")
+    scaler = algo.get("normalize_advantages")
+    if scaler is not None and scaler not in ADVANTAGE_NORMALIZERS:
+        raise SpecError(
+            f"agent.algorithm.normalize_advantages: {scaler!r} is not one of {', '.join(ADVANTAGE_NORMALIZERS)}{did_you_mean(scaler, ADVANTAGE_NORMALIZERS)}"
         )
     pdtype = algo.get("action_pdtype") or "default"
-    if pdtype not in schema.ACTION_PDTYPES:
+    if pdtype not in ACTION_PDTYPES:
         raise SpecError(
-            f"agent.algorithm.action_pdtype: {pdtype!r} is not one of {', '.join(schema.ACTION_PDTYPES)}"
+            f"agent.algorithm.action_pdtype: {pdtype!r} is not one of {', '.join(ACTION_PDTYPES)}"
         )
 
-    _positive(env.get("max_frame"), "env.max_frame")
-    if env.get("max_frame") is None:
-        raise SpecError("env.max_frame: required (total frames over all envs, e.g. 2e5)")
+    _positive(env["max_frame"], "env.max_frame")
     _positive(env.get("num_envs"), "env.num_envs")
     _positive(env.get("max_t"), "env.max_t")
     if env.get("vectorization_mode") not in (None, "sync", "async"):
         raise SpecError(
             f"env.vectorization_mode: must be sync or async, got {env['vectorization_mode']!r}"
         )
-    if meta.get("distributed") not in (None, False, "false"):
+    distributed = meta.get("distributed")
+    if distributed in ("shared", "synced"):
         raise SpecError(
-            f"meta.distributed: {meta['distributed']!r} is not available yet; use false"
+            f"meta.distributed: {distributed!r} (Hogwild training) {NOT_YET}; use false"
         )
+    if distributed not in (None, False, "false"):
+        raise SpecError(f"meta.distributed: must be false, shared or synced, got {distributed!r}")
     _positive(meta.get("log_frequency"), "meta.log_frequency")
     _positive(meta.get("max_session"), "meta.max_session")
     _positive(meta.get("max_trial"), "meta.max_trial")
 
-    if name != "Random":
-        if not agent.get("net"):
-            raise SpecError(f"agent.net: required by {name}")
-        mem = (agent.get("memory") or {}).get("name")
-        if mem not in MEMORIES:
-            raise SpecError(
-                f"agent.memory.name: {mem!r} is not available{did_you_mean(str(mem), MEMORIES)} (available: {', '.join(MEMORIES)})"
-            )
-        kinds = ALGORITHMS[name].memory_kinds
-        if mem not in kinds:
-            raise SpecError(
-                f"agent.memory.name: {name} needs one of {', '.join(kinds)}; got {mem!r}"
-            )
-        update_type = agent["net"].get("update_type")
-        if update_type == "polyak" and agent["net"].get("polyak_coef") is None:
-            raise SpecError("agent.net.polyak_coef: required by update_type polyak (e.g. 0.005)")
-        if update_type not in (None, "replace", "polyak"):
-            raise SpecError(
-                f"agent.net.update_type: {update_type!r} is not replace or polyak{did_you_mean(str(update_type), ('replace', 'polyak'))}"
-            )
-        if issubclass(ALGORITHMS[name], PPO):
-            for key in ("time_horizon", "minibatch_size", "training_epoch"):
-                if algo.get(key) is None:
-                    raise SpecError(f"agent.algorithm.{key}: required by {name}")
-            batch = (
-                int(algo["time_horizon"])
-                * int(algo.get("num_unrolls") or 1)
-                * int(env.get("num_envs") or 1)
-            )
-            if algo["minibatch_size"] > batch:
-                raise SpecError(
-                    f"agent.algorithm.minibatch_size: {algo['minibatch_size']} is larger than the batch of {batch} (time_horizon x num_unrolls x num_envs)"
-                )
-        elif algo.get("training_frequency") is None and not ALGORITHMS[name].off_policy:
-            raise SpecError(f"agent.algorithm.training_frequency: required by {name}")
-        if issubclass(ALGORITHMS[name], SelfImitation):
-            memory = agent["memory"]
-            for key in ("max_size", "batch_size"):
-                if memory.get(key) is None:
-                    raise SpecError(
-                        f"agent.memory.{key}: required by {name} (its self-imitation replay)"
-                    )
-            replay = memory.get("sil_replay_name", "Replay")
-            if replay != "Replay":
-                raise SpecError(
-                    f"agent.memory.sil_replay_name: only Replay is available, got {replay!r}"
-                )
+    if config.needs_net:
+        _check_agent_parts(agent, algo, env, config)
 
-    obs_space, action_space = _env_spaces(env)
-    for key in ("net", "critic_net"):
-        if agent.get(key) and (
-            message := check_net_input(agent[key], obs_space.shape, env["name"])
-        ):
-            raise SpecError(
-                message if key == "net" else message.replace("agent.net", "agent.critic_net")
-            )
-    if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.Box):
-        raise SpecError(
-            f"env.name: {env['name']} has a {type(action_space).__name__} action space; SLM Lab supports Discrete and Box"
-        )
-    discrete = isinstance(action_space, gym.spaces.Discrete)
-    if ALGORITHMS[name].discrete_only and not discrete:
-        raise SpecError(
-            f"agent.algorithm.name: {name} needs a discrete action space; {env['name']} has a continuous (Box) one"
-        )
-    if name != "Random":
-        _check_arcs(agent, ALGORITHMS[name], obs_space.shape, action_space, discrete)
-    if policy in ("epsilon_greedy", "boltzmann"):
-        if not discrete:
-            raise SpecError(
-                f"agent.algorithm.action_policy: {policy} needs a discrete action space; {env['name']} has a continuous (Box) one"
-            )
-        if not algo.get("explore_var_spec"):
-            raise SpecError(f"agent.algorithm.explore_var_spec: required by action_policy {policy}")
-    if pdtype != "default" and (pdtype in schema.DISCRETE_PDTYPES) != discrete:
-        raise SpecError(
-            f"agent.algorithm.action_pdtype: {pdtype} does not fit the {type(action_space).__name__} action space of {env['name']}"
-        )
+    if not VAR_PATTERN.search(str(env["name"])):  # a template's env is checked when it is given
+        _check_env_fit(agent, env, config, policy, pdtype)
 
     for key, value in (spec.get("search") or {}).items():
         _check_search(key, value, "search")
@@ -524,18 +590,127 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
         )
 
 
+def _check_agent_parts(
+    agent: dict[str, Any],
+    algo: dict[str, Any],
+    env: dict[str, Any],
+    config: type[AlgorithmConfig],
+) -> None:
+    """The net, memory and batch settings an algorithm with a net needs."""
+    name = algo["name"]
+    if not agent.get("net"):
+        raise SpecError(f"agent.net: required by {name}")
+    mem = (agent.get("memory") or {}).get("name")
+    if mem not in MEMORY_NAMES:
+        raise SpecError(
+            f"agent.memory.name: {mem!r} is not available{did_you_mean(str(mem), MEMORY_NAMES)} (available: {', '.join(MEMORY_NAMES)})"
+        )
+    if mem not in config.memory_kinds:
+        raise SpecError(
+            f"agent.memory.name: {name} needs one of {', '.join(config.memory_kinds)}; got {mem!r}"
+        )
+    update_type = agent["net"].get("update_type")
+    if update_type == "polyak" and agent["net"].get("polyak_coef") is None:
+        raise SpecError("agent.net.polyak_coef: required by update_type polyak (e.g. 0.005)")
+    if update_type not in (None, "replace", "polyak"):
+        raise SpecError(
+            f"agent.net.update_type: {update_type!r} is not replace or polyak{did_you_mean(str(update_type), ('replace', 'polyak'))}"
+        )
+    if issubclass(config, PPOConfig):
+        for key in ("time_horizon", "minibatch_size", "training_epoch"):
+            if algo.get(key) is None:
+                raise SpecError(f"agent.algorithm.{key}: required by {name}")
+        batch = (
+            int(algo["time_horizon"])
+            * int(algo.get("num_unrolls") or 1)
+            * int(env.get("num_envs") or 1)
+        )
+        if algo["minibatch_size"] > batch:
+            raise SpecError(
+                f"agent.algorithm.minibatch_size: {algo['minibatch_size']} is larger than the batch of {batch} (time_horizon x num_unrolls x num_envs)"
+            )
+    elif algo.get("training_frequency") is None and not config.off_policy:
+        raise SpecError(f"agent.algorithm.training_frequency: required by {name}")
+    if config.self_imitation:
+        memory = agent["memory"]
+        for key in ("max_size", "batch_size"):
+            if memory.get(key) is None:
+                raise SpecError(
+                    f"agent.memory.{key}: required by {name} (its self-imitation replay)"
+                )
+        replay = memory.get("sil_replay_name", "Replay")
+        if replay != "Replay":
+            raise SpecError(
+                f"agent.memory.sil_replay_name: only Replay is available, got {replay!r}"
+            )
+
+
+def _check_env_fit(
+    agent: dict[str, Any],
+    env: dict[str, Any],
+    config: type[AlgorithmConfig],
+    policy: str,
+    pdtype: str,
+) -> None:
+    """The checks that need the env's spaces: the nets' inputs, the action space's kind."""
+    import gymnasium as gym
+
+    obs_space, action_space = env_spaces(env)
+    for key in ("net", "critic_net"):
+        if agent.get(key) and (
+            message := check_net_input(agent[key], obs_space.shape, env["name"])
+        ):
+            raise SpecError(
+                message if key == "net" else message.replace("agent.net", "agent.critic_net")
+            )
+    name = agent["algorithm"]["name"]
+    if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.Box):
+        raise SpecError(
+            f"env.name: {env['name']} has a {type(action_space).__name__} action space; SLM Lab supports Discrete and Box"
+        )
+    discrete = isinstance(action_space, gym.spaces.Discrete)
+    if config.discrete_only and not discrete:
+        raise SpecError(
+            f"agent.algorithm.name: {name} needs a discrete action space; {env['name']} has a continuous (Box) one"
+        )
+    if (
+        not discrete
+        and issubclass(config, SoftActorCriticConfig)
+        and not (
+            math.isfinite(float(action_space.low.min()))
+            and math.isfinite(float(action_space.high.max()))
+        )
+    ):
+        raise SpecError(
+            f"env.name: {name} squashes actions into the action space's bounds; {env['name']}'s Box action space is unbounded"
+        )
+    if config.needs_net:
+        _check_arcs(agent, config, obs_space.shape, action_space, discrete)
+    if policy in ("epsilon_greedy", "boltzmann"):
+        if not discrete:
+            raise SpecError(
+                f"agent.algorithm.action_policy: {policy} needs a discrete action space; {env['name']} has a continuous (Box) one"
+            )
+        if not agent["algorithm"].get("explore_var_spec"):
+            raise SpecError(f"agent.algorithm.explore_var_spec: required by action_policy {policy}")
+    if pdtype != "default" and (pdtype in DISCRETE_PDTYPES) != discrete:
+        raise SpecError(
+            f"agent.algorithm.action_pdtype: {pdtype} does not fit the {type(action_space).__name__} action space of {env['name']}"
+        )
+
+
 def _check_arcs(
     agent: dict[str, Any],
-    algo_cls: type,
+    config: type[AlgorithmConfig],
     obs_shape: tuple[int, ...],
-    action_space: gym.Space,
+    action_space: Any,
     discrete: bool,
 ) -> None:
     """Build every TorchArcNet body the algorithm will build, on an input of the shape that net
     gets: observations, or (obs, action) concatenated for continuous SAC/CrossQ critics."""
     net = agent["net"]
     roles: list[tuple[str, str | None, dict[str, Any], tuple[int, ...]]] = []
-    if issubclass(algo_cls, SoftActorCritic):
+    if issubclass(config, SoftActorCriticConfig):
         critic_src, critic_path = (
             (agent["critic_net"], "agent.critic_net")
             if agent.get("critic_net")
@@ -548,9 +723,11 @@ def _check_arcs(
             ("agent.net", "actor", net, obs_shape),
             (critic_path, "critic", critic_src, critic_shape),
         ]
-    elif issubclass(algo_cls, PolicyGradient) and not (net.get("shared") and algo_cls.with_critic):
+    elif issubclass(config, PolicyGradientConfig) and not (
+        net.get("shared") and config.with_critic
+    ):
         roles.append(("agent.net", "actor", net, obs_shape))
-        if algo_cls.with_critic:
+        if config.with_critic:
             roles.append(("agent.net", "critic", net, obs_shape))
     else:  # one net: a Q-net, or a shared actor-critic
         roles.append(("agent.net", None, net, obs_shape))
@@ -558,6 +735,8 @@ def _check_arcs(
         spec = role_spec(source, role) if role else source
         if spec.get("type") != "TorchArcNet":
             continue
+        from slm_lab.agent.net.torcharc_net import check_arc  # torch: only for arc nets
+
         own = role is not None and any(
             source.get(f"{role}_{k}") is not None for k in ("arc", "arc_file")
         )

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from slm_lab.agent import Agent
-from slm_lab.env import VecEnv
+from slm_lab.agent.agent import Agent
+from slm_lab.env.vec_env import VecEnv
 
 GAMMA = 0.9
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 from conftest import make_spec
 
-from slm_lab.agent import Agent
+from slm_lab.agent.agent import Agent
 from slm_lab.agent.net import net_util
-from slm_lab.env import VecEnv
+from slm_lab.env.vec_env import VecEnv
 
 
 def build(spec: dict) -> Agent:

@@ -6,12 +6,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from slm_lab.agent.net import NETS, build_net, check_net_input, env_seq_len
 from slm_lab.agent.net.batch_renorm import BatchRenorm1d
+from slm_lab.agent.net.config import NET_TYPES, check_net_input, env_seq_len
 from slm_lab.agent.net.dueling import DuelingConvNet, DuelingMLPNet
 from slm_lab.agent.net.policy import PolicyNets
-from slm_lab.env import VecEnv
-from slm_lab.spec import schema, spec_util
+from slm_lab.agent.net.registry import NETS, build_net
+from slm_lab.env.vec_env import VecEnv
+from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError
 
 NATURE = {
@@ -31,7 +32,7 @@ def frames(batch: int = 3, shape: tuple[int, ...] = (4, 84, 84)) -> torch.Tensor
 
 
 def test_net_types_match_schema() -> None:
-    assert set(NETS) == set(schema.NET_TYPES)
+    assert set(NETS) == set(NET_TYPES)
 
 
 def test_conv_nature_shapes() -> None:

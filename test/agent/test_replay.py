@@ -11,7 +11,8 @@ import pytest
 import torch
 from conftest import make_spec
 
-from slm_lab.agent.memory import MEMORIES, replay
+from slm_lab.agent.memory import replay
+from slm_lab.agent.memory.registry import MEMORIES
 from slm_lab.agent.memory.replay import PrioritizedReplay, Replay
 from slm_lab.agent.memory.sum_tree import SumTree
 from slm_lab.spec import spec_util

@@ -14,11 +14,11 @@ import torch
 from conftest import SMALL_NET, TIMING_COLUMNS, invoke, read_session_df, run_dirs, write_spec_file
 from torch import distributions as dist
 
-from slm_lab.agent import Agent
+from slm_lab.agent.agent import Agent
 from slm_lab.agent.algorithm.crossq import CrossQ
 from slm_lab.agent.algorithm.sac import SoftActorCritic, squashed_normal_sample, tanh_log_det
 from slm_lab.agent.net.batch_renorm import BatchRenorm1d
-from slm_lab.env import VecEnv
+from slm_lab.env.vec_env import VecEnv
 from slm_lab.experiment import control
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError

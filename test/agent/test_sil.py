@@ -18,12 +18,12 @@ from conftest import (
     write_spec_file,
 )
 
-from slm_lab.agent import Agent
+from slm_lab.agent.agent import Agent
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.ppo import PPO
 from slm_lab.agent.algorithm.sil import PPOSIL, SIL, SelfImitation
 from slm_lab.agent.memory.sil import SILReplay, discounted_returns
-from slm_lab.env import VecEnv
+from slm_lab.env.vec_env import VecEnv
 from slm_lab.experiment import control
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError

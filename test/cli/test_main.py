@@ -35,7 +35,8 @@ def test_run_bad_input(case: str, in_tmp: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("case", BAD_INPUTS)
+# a spec with ${vars} left is a template to `check` (see test_check.py), an error to `run`
+@pytest.mark.parametrize("case", [c for c in BAD_INPUTS if c != "unresolved_var"])
 def test_check_bad_input(case: str, in_tmp: Path) -> None:
     spec_file, spec_name, sets, fragment = bad_input(case, in_tmp)
     assert_clean_error(invoke(["check", spec_file, spec_name, *set_args(sets)]), fragment, in_tmp)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from slm_lab.env import VecEnv
+from slm_lab.env.vec_env import VecEnv
 
 CARTPOLE_ANGLE_LIMIT = 12 * 2 * np.pi / 360  # CartPole-v1 terminates past this pole angle
 CARTPOLE_X_LIMIT = 2.4

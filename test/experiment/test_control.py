@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import TIMING_COLUMNS, invoke, make_spec, read_session_df, run_dirs, write_spec_file
 
-from slm_lab.agent import Agent
+from slm_lab.agent.agent import Agent
 from slm_lab.experiment import control
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 

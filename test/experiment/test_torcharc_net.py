@@ -14,10 +14,10 @@ from test_value_based_smoke import IMAGE_ENV_ID, IMAGE_SHAPE, REPLAY, value_spec
 sys.path.insert(0, str(Path(__file__).parent.parent / "agent"))
 from test_sac import sac_spec  # noqa: E402
 
-from slm_lab.agent import Agent
-from slm_lab.agent.net import build_net
+from slm_lab.agent.agent import Agent
+from slm_lab.agent.net.registry import build_net
 from slm_lab.agent.net.torcharc_net import TorchArcNet
-from slm_lab.env import VecEnv
+from slm_lab.env.vec_env import VecEnv
 from slm_lab.lib.util import role_spec
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError

@@ -7,11 +7,14 @@ loss = -mean(log pi(a|s) * A) - entropy_coef * mean(H) + val_loss_coef * loss_fn
 
 import torch
 
+from slm_lab.agent.algorithm.config import ActorCriticConfig
 from slm_lab.agent.algorithm.policy_gradient import PolicyGradient, flat
 from slm_lab.lib.math_util import calc_gaes, calc_nstep_returns, calc_returns, normalize
 
 
 class ActorCritic(PolicyGradient):
+    config_cls = ActorCriticConfig
+
     def calc_advs_v_targets(
         self, batch: dict[str, torch.Tensor], values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,15 +5,17 @@ batch into a loss (`train`), and the memory size it needs.
 """
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from slm_lab.agent.memory import MEMORIES
-from slm_lab.agent.net import build_net, net_util
-from slm_lab.env import VecEnv
+from slm_lab.agent.algorithm.config import AlgorithmConfig
+from slm_lab.agent.memory.registry import MEMORIES
+from slm_lab.agent.net import net_util
+from slm_lab.agent.net.registry import build_net
+from slm_lab.env.vec_env import VecEnv
 from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import warn_rate_limited
 
@@ -21,11 +23,7 @@ from slm_lab.lib.util import warn_rate_limited
 class Algorithm:
     """Base: `act` a vector of observations, `update` with the transitions that followed."""
 
-    discrete_only = False
-    off_policy = False
-    memory_kinds: tuple[str, ...] = (
-        "OnPolicyBatchReplay",
-    )  # memories the algorithm can train from
+    config_cls: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig  # what validation knows of it
 
     def __init__(self, agent_spec: dict[str, Any], env: VecEnv, device: torch.device) -> None:
         self.spec = agent_spec

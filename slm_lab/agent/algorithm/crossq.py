@@ -14,10 +14,13 @@ update). The paper's other choices live in the spec: policy_delay 3, Adam with b
 import torch
 from torch import nn
 
+from slm_lab.agent.algorithm.config import CrossQConfig
 from slm_lab.agent.algorithm.sac import SoftActorCritic
 
 
 class CrossQ(SoftActorCritic):
+    config_cls = CrossQConfig
+
     def init_target_nets(self, critic_spec: dict) -> None:
         """No target nets."""
 

@@ -15,12 +15,13 @@ import copy
 
 import torch
 
+from slm_lab.agent.algorithm.config import DoubleDQNConfig, DQNConfig, VanillaDQNConfig
 from slm_lab.agent.algorithm.off_policy import OffPolicy
 from slm_lab.lib import distribution as D
 
 
 class VanillaDQN(OffPolicy):
-    discrete_only = True
+    config_cls = VanillaDQNConfig
 
     def init_nets(self) -> None:
         super().init_nets()
@@ -58,6 +59,8 @@ class VanillaDQN(OffPolicy):
 
 
 class DQN(VanillaDQN):
+    config_cls = DQNConfig
+
     def init_nets(self) -> None:
         super().init_nets()
         self.target_net = copy.deepcopy(self.net)
@@ -82,6 +85,8 @@ class DQN(VanillaDQN):
 
 
 class DoubleDQN(DQN):
+    config_cls = DoubleDQNConfig
+
     def next_q(self, next_obs: torch.Tensor) -> torch.Tensor:
         """Q_target(s', argmax_a' Q(s', a')): the online net selects, the target net evaluates."""
         best = self.q_values(next_obs).argmax(-1, keepdim=True)

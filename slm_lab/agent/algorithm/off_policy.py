@@ -12,11 +12,11 @@ from typing import Any
 import torch
 
 from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.algorithm.config import OffPolicyConfig
 
 
 class OffPolicy(Algorithm):
-    off_policy = True
-    memory_kinds = ("Replay", "PrioritizedReplay")
+    config_cls = OffPolicyConfig
 
     def init_nets(self) -> None:
         spec = self.algorithm_spec

@@ -1,10 +1,11 @@
 """Base of the policy-gradient family (Reinforce, ActorCritic, PPO): nets, acting, log-probs."""
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.algorithm.config import PolicyGradientConfig
 from slm_lab.agent.net import net_util
 from slm_lab.agent.net.policy import PolicyNets
 from slm_lab.lib import distribution as D
@@ -13,11 +14,15 @@ from slm_lab.lib.schedule import VarScheduler
 
 
 class PolicyGradient(Algorithm):
-    with_critic = True
+    config_cls: ClassVar[type[PolicyGradientConfig]] = PolicyGradientConfig
 
     def init_nets(self) -> None:
         self.nets = PolicyNets(
-            self.net_spec, self.obs_shape, self.discrete, self.action_dim, self.with_critic
+            self.net_spec,
+            self.obs_shape,
+            self.discrete,
+            self.action_dim,
+            self.config_cls.with_critic,
         ).to(self.device)
         parts = self.nets.parts()
         if len(parts) > 1 and self.net_spec.get("use_same_optim"):

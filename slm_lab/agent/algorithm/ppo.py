@@ -15,12 +15,15 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
 import torch
 
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
+from slm_lab.agent.algorithm.config import PPOConfig
 from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.lib.math_util import normalize
 from slm_lab.lib.schedule import VarScheduler
 
 
 class PPO(ActorCritic):
+    config_cls = PPOConfig
+
     def init_nets(self) -> None:
         super().init_nets()
         self.clip_eps = VarScheduler(self.algorithm_spec.get("clip_eps_spec"), default=0.2)

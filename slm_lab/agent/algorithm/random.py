@@ -4,10 +4,11 @@ import numpy as np
 import torch
 
 from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.algorithm.config import RandomConfig
 
 
 class Random(Algorithm):
-    memory_kinds = ()
+    config_cls = RandomConfig
 
     def init_memory(self) -> None:
         return None

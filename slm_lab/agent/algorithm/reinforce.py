@@ -5,13 +5,13 @@ R_t is the discounted return to the episode end (or to the batch end with OnPoli
 centered by its batch mean when `center_return` is set (a constant baseline).
 """
 
+from slm_lab.agent.algorithm.config import ReinforceConfig
 from slm_lab.agent.algorithm.policy_gradient import PolicyGradient, flat
 from slm_lab.lib.math_util import calc_returns
 
 
 class Reinforce(PolicyGradient):
-    with_critic = False
-    memory_kinds = ("OnPolicyBatchReplay", "OnPolicyReplay")
+    config_cls = ReinforceConfig
 
     def train(self) -> float:
         batch = self.memory.sample(self.device)

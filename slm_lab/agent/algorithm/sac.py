@@ -38,9 +38,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from slm_lab.agent.algorithm.config import SoftActorCriticConfig
 from slm_lab.agent.algorithm.off_policy import OffPolicy
-from slm_lab.agent.net import build_net, net_util
+from slm_lab.agent.net import net_util
 from slm_lab.agent.net.base import Net
+from slm_lab.agent.net.registry import build_net
 from slm_lab.lib import distribution as D
 from slm_lab.lib.util import role_spec, warn_rate_limited
 
@@ -72,6 +74,8 @@ def squashed_normal_sample(
 
 
 class SoftActorCritic(OffPolicy):
+    config_cls = SoftActorCriticConfig
+
     # -- nets ----------------------------------------------------------------------------------
     def init_nets(self) -> None:
         super().init_nets()

@@ -11,12 +11,13 @@ loss = mean(loss_fn(Q(s_t, a_t), y_t)); exploration by epsilon_greedy or boltzma
 import torch
 
 from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.algorithm.config import SARSAConfig
 from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.lib import distribution as D
 
 
 class SARSA(Algorithm):
-    discrete_only = True
+    config_cls = SARSAConfig
 
     def init_nets(self) -> None:
         self.init_q_net()

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
+from slm_lab.agent.algorithm.config import PPOSILConfig, SILConfig
 from slm_lab.agent.algorithm.ppo import PPO
 from slm_lab.agent.memory.sil import SILReplay
 
@@ -109,6 +110,10 @@ class SelfImitation(ActorCritic):
 class SIL(SelfImitation):
     """A2C + self-imitation."""
 
+    config_cls = SILConfig
+
 
 class PPOSIL(SelfImitation, PPO):
     """PPO + self-imitation."""
+
+    config_cls = PPOSILConfig

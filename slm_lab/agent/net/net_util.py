@@ -11,8 +11,9 @@ from slm_lab.env.clock import Clock
 _ACTIVATIONS = {
     name.lower(): cls
     for name, cls in vars(nn.modules.activation).items()
-    if isinstance(cls, type) and issubclass(cls, nn.Module)
+    if isinstance(cls, type) and issubclass(cls, nn.Module) and cls is not nn.Module
 }
+# the aliases of net config ACTIVATION_ALIASES
 _ACTIVATIONS.update({"linear": nn.Identity, "identity": nn.Identity, "leaky_relu": nn.LeakyReLU})
 # torch.nn.init.calculate_gain's names for our activations (the others get gain 1)
 _GAIN_NAMES = {
@@ -23,7 +24,6 @@ _GAIN_NAMES = {
     "leaky_relu": "leaky_relu",
     "selu": "selu",
 }
-CUSTOM_SCHEDULERS = ("LinearToZero", "LinearToMin")
 
 
 def get_activation(name: str) -> nn.Module:

@@ -5,8 +5,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from slm_lab.agent.net import build_net
 from slm_lab.agent.net.base import Net
+from slm_lab.agent.net.registry import build_net
 from slm_lab.lib.util import role_spec
 
 

@@ -7,8 +7,7 @@ import torch
 from torch import nn
 
 from slm_lab.agent.net.base import Net, hidden_layers
-
-CELL_TYPES = ("RNN", "LSTM", "GRU")
+from slm_lab.agent.net.config import CELL_TYPES
 
 
 class RecurrentNet(Net):

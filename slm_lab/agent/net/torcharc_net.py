@@ -86,3 +86,30 @@ class TorchArcNet(Net):
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         x = x.float()
         return self.features(x / PIXEL_MAX if self.normalize else x)
+
+
+def check_arc(net_spec: dict[str, Any], in_shape: tuple[int, ...], path: str) -> str | None:
+    """Build the torcharc body one net's spec names and run it on a zero input of `in_shape`;
+    the failure as a one-line message about `path` (e.g. agent.net.critic_arc), else None."""
+    if not (net_spec.get("arc") or net_spec.get("arc_file")):
+        return f"{path}: TorchArcNet needs an `arc` graph (a torcharc spec) or an `arc_file` path"
+    try:
+        body = build_body(net_spec)
+        with torch.no_grad():
+            body_features(body.eval()(torch.zeros(1, *in_shape)))
+    except Exception as e:  # torcharc raises pydantic, torch and file errors alike
+        return f"{path}: torcharc cannot build it for inputs of shape {tuple(in_shape)}: {first_line(e)}"
+    return None
+
+
+def first_line(e: Exception) -> str:
+    """A one-line reason: pydantic's first error (location and message), else the first line."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            return f"{'.'.join(str(x) for x in first.get('loc', ()))}: {first.get('msg', '')}"
+        except Exception:  # not a pydantic error after all
+            pass
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

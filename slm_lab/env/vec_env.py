@@ -1,0 +1,210 @@
+"""Vector environment for a spec: Gymnasium vector env + wrappers + clock.
+
+Autoreset runs in SAME_STEP mode: when a sub-env ends an episode, its reset observation comes back
+in the same step and the true final observation in `info["final_obs"]`. So every transition the
+env returns is real (none of NEXT_STEP's fake reset transitions), and `step` hands the agent the
+real next observation of each env, which a truncated episode bootstraps from.
+"""
+
+import warnings
+from collections import deque
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import vector as vw
+
+from slm_lab.env import state as env_state
+from slm_lab.env.clock import Clock
+from slm_lab.env.config import env_kwargs
+from slm_lab.env.spaces import is_bounded, wrap_spaces
+from slm_lab.env.wrappers import ActionRepeat, ObsNormalizer
+
+EPISODE_STATS_WINDOW = 100  # total_reward is the mean return of up to this many recent episodes
+
+
+def _make_one(
+    name: str,
+    max_t: int | None,
+    kwargs: dict[str, Any],
+    action_repeat: int,
+    render_mode: str | None,
+    seq_len: int | None = None,
+) -> gym.Env:
+    if render_mode is not None:  # only when asked: not every env takes a render_mode argument
+        kwargs = {**kwargs, "render_mode": render_mode}
+    env = gym.make(name, max_episode_steps=max_t, **kwargs)
+    if action_repeat > 1:
+        env = ActionRepeat(env, action_repeat)
+    env = wrap_spaces(env)
+    if isinstance(env.action_space, gym.spaces.Box) and is_bounded(env.action_space):
+        # the agent acts in [-1, 1]; out-of-range samples are clipped, then rescaled to the env's bounds
+        with warnings.catch_warnings():  # float64 bounds cast to float32: harmless
+            warnings.simplefilter("ignore", UserWarning)
+            rescaled = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+            env = gym.wrappers.ClipAction(rescaled)
+        # ClipAction advertises (-inf, inf), which Random would sample from; the agent's space is [-1, 1]
+        env.action_space = rescaled.action_space
+    if seq_len:
+        # a RecurrentNet reads the last seq_len observations, oldest first, zero-padded after a
+        # reset; stacking per sub-env makes the final obs of an autoreset stacked too
+        env = gym.wrappers.FrameStackObservation(env, stack_size=seq_len, padding_type="zero")
+    return env
+
+
+class VecEnv:
+    """The env a session trains on: `num_envs` copies stepped together, with a clock.
+
+    `seq_len` stacks each env's last seq_len observations into one of shape (seq_len, *obs_shape)
+    (for a RecurrentNet). The obs normalizer then keeps statistics per position and feature of
+    the stacked shape, zero padding included.
+    """
+
+    def __init__(
+        self,
+        env_spec: dict[str, Any],
+        seed: int,
+        gamma: float = 0.99,
+        render: bool = False,
+        seq_len: int | None = None,
+    ) -> None:
+        self.name: str = env_spec["name"]
+        self.num_envs: int = int(env_spec.get("num_envs") or 1)
+        self.max_frame: int = int(env_spec["max_frame"])
+        self.max_t: int | None = int(env_spec["max_t"]) if env_spec.get("max_t") else None
+        self.seed = seed
+        make = partial(
+            _make_one,
+            self.name,
+            self.max_t,
+            env_kwargs(env_spec),
+            int(env_spec.get("action_repeat") or 1),
+            "human" if render else None,
+            seq_len,
+        )
+        vec_cls = AsyncVectorEnv if env_spec.get("vectorization_mode") == "async" else SyncVectorEnv
+        vec: gym.vector.VectorEnv = vec_cls(
+            [make] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP
+        )
+        # episode statistics first: returns are measured before any reward transform
+        self.reward_norm: vw.NormalizeReward | None = None
+        vec = self.stats = vw.RecordEpisodeStatistics(vec, buffer_length=EPISODE_STATS_WINDOW)
+        if env_spec.get("reward_scale") not in (None, 1, 1.0):
+            scale = float(env_spec["reward_scale"])
+            vec = vw.TransformReward(vec, lambda r: r * scale)
+        if env_spec.get("normalize_reward"):
+            vec = self.reward_norm = vw.NormalizeReward(vec, gamma=gamma)
+        clip_reward = env_spec.get("clip_reward")
+        if clip_reward is not None and clip_reward is not False:
+            lo, hi = (
+                clip_reward
+                if isinstance(clip_reward, list | tuple)
+                else (-clip_reward, clip_reward)
+            )
+            vec = vw.ClipReward(vec, min_reward=lo, max_reward=hi)
+        self.vec = vec
+        self.observation_space = vec.single_observation_space
+        self.action_space = vec.single_action_space
+        self.is_discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        clip_obs = env_spec.get("clip_obs")
+        self.obs_norm = ObsNormalizer(
+            self.observation_space.shape,
+            bool(env_spec.get("normalize_obs")),
+            float(clip_obs) if clip_obs else None,
+        )
+        self.clock = Clock(self.max_frame, self.num_envs)
+        self.vec.action_space.seed(seed)
+        self._obs: np.ndarray | None = None
+
+    def reset(self) -> np.ndarray:
+        obs, _ = self.vec.reset(seed=self.seed)
+        self._obs = self.obs_norm(obs)
+        return self._obs
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Returns (next_obs, rewards, terminateds, truncateds, real_next_obs).
+
+        next_obs is what the agent acts on next (a reset obs where an episode ended);
+        real_next_obs is the true successor of each transition (the final obs where one ended).
+        """
+        obs, rewards, terminateds, truncateds, info = self.vec.step(actions)
+        dones = terminateds | truncateds
+        num_done = int(dones.sum())
+        next_obs = self.obs_norm(obs)
+        real_next_obs = next_obs
+        if num_done:
+            mask = info["_final_obs"]
+            final = np.array(obs, copy=True)
+            final[mask] = np.stack(info["final_obs"][mask])
+            real_next_obs = next_obs.copy()
+            real_next_obs[mask] = self.obs_norm(final[mask], update=False)
+        self.clock.tick(num_done)
+        self._obs = next_obs
+        return next_obs, rewards.astype(np.float32), terminateds, truncateds, real_next_obs
+
+    @property
+    def obs(self) -> np.ndarray:
+        return self._obs
+
+    @property
+    def total_reward(self) -> float:
+        """Mean return (unnormalized) of up to the last 100 finished episodes; NaN before any."""
+        queue = self.stats.return_queue
+        return float(np.mean(queue)) if queue else float("nan")
+
+    def done(self) -> bool:
+        return self.clock.frame >= self.max_frame
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: clock, normalizers, episode stats, sim state."""
+        captured, complete = env_state.capture(self.vec)
+        rms = self.obs_norm.rms
+        return {
+            "clock": self.clock.state_dict(),
+            "obs_rms": None if rms is None else env_state.capture(rms)[0],
+            "vec": captured if complete else None,
+            # when the simulation cannot be captured, only what outlives an episode is kept
+            "episode_stats": None if complete else self._episode_stats(),
+            "reward_rms": None
+            if complete or self.reward_norm is None
+            else env_state.capture(self.reward_norm.return_rms)[0],
+            "obs": env_state._encode(self._obs),
+            "action_space_rng": self.vec.action_space.np_random.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore; returns False when the simulation state could not be restored (fresh episodes)."""
+        self.clock.load_state_dict(state["clock"])
+        if state["obs_rms"] is not None:
+            env_state.restore(self.obs_norm.rms, state["obs_rms"])
+        self.vec.action_space.np_random.bit_generator.state = state["action_space_rng"]
+        if state["vec"] is not None:
+            self.vec.reset(
+                seed=self.seed
+            )  # builds internal buffers; then overwrite with saved state
+            env_state.restore(self.vec, state["vec"])
+            self._obs = env_state._decode(state["obs"])
+            return True
+        obs, _ = self.vec.reset(seed=self.seed + self.clock.frame)
+        for name, (items, maxlen) in state["episode_stats"]["queues"].items():
+            setattr(self.stats, name, deque(items, maxlen=maxlen))
+        self.stats.episode_count = state["episode_stats"]["episode_count"]
+        if state["reward_rms"] is not None:
+            env_state.restore(self.reward_norm.return_rms, state["reward_rms"])
+        self._obs = self.obs_norm(obs, update=False)
+        return False
+
+    def _episode_stats(self) -> dict[str, Any]:
+        """Finished-episode statistics (not the episodes in progress, which restart on resume)."""
+        queues = {
+            name: ([float(x) for x in getattr(self.stats, name)], getattr(self.stats, name).maxlen)
+            for name in ("return_queue", "length_queue", "time_queue")
+        }
+        return {"queues": queues, "episode_count": int(self.stats.episode_count)}
+
+    def close(self) -> None:
+        self.vec.close()

@@ -1,0 +1,45 @@
+"""The torch-free declarations validation reads agree with the components they describe."""
+
+import subprocess
+import sys
+
+from slm_lab.agent.algorithm.config import ALGORITHM_CONFIGS
+from slm_lab.agent.algorithm.registry import ALGORITHMS
+from slm_lab.agent.memory.config import MEMORY_NAMES
+from slm_lab.agent.memory.registry import MEMORIES
+from slm_lab.agent.net import net_util
+from slm_lab.agent.net.config import NET_TYPES, current_torch_names, torch_names
+from slm_lab.agent.net.registry import NETS
+
+
+def test_every_algorithm_has_its_config() -> None:
+    assert list(ALGORITHMS) == list(ALGORITHM_CONFIGS)
+    for name, cls in ALGORITHMS.items():
+        assert cls.config_cls is ALGORITHM_CONFIGS[name], name
+
+
+def test_memory_and_net_names_match_their_registries() -> None:
+    assert set(MEMORY_NAMES) == set(MEMORIES)
+    assert set(NET_TYPES) == set(NETS)
+
+
+def test_torch_names_table_matches_the_installed_torch() -> None:
+    """Regenerate with `python -m slm_lab.agent.net.config` after a torch upgrade."""
+    assert torch_names() == current_torch_names()
+    assert torch_names()["activations"] == net_util.activation_names()
+    assert {"Adam", "RMSprop"} <= set(torch_names()["optimizers"])
+    assert "orthogonal_" in torch_names()["init_fns"]
+
+
+def test_cli_and_validation_import_no_torch() -> None:
+    code = (
+        "import sys\n"
+        "import slm_lab.cli.main\n"
+        "from slm_lab.spec import spec_util\n"
+        "spec_util.get_spec('benchmark/ppo/ppo_cartpole.json', 'ppo_cartpole')\n"
+        "spec_util.get_spec('benchmark/dqn/dqn_cartpole.json', 'dqn_cartpole')\n"
+        "heavy = [m for m in ('torch', 'pandas', 'matplotlib') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

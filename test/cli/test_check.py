@@ -1,0 +1,238 @@
+"""`slm-lab check` through the CLI: missing keys, every spec of a file reported, template specs,
+and the SLM Lab v5 spec keys and features (known, or one line saying they are not available)."""
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import invoke, make_spec, set_path, write_spec_file
+
+CROSSQ = {
+    "name": "CrossQ",
+    "gamma": 0.99,
+    "training_frequency": 1,
+    "policy_delay": 3,
+    "log_alpha_max": 1.0,
+}
+SAC_MEMORY = {"name": "Replay", "batch_size": 32, "max_size": 1000, "use_cer": False}
+SAC_NET = {
+    "type": "MLPNet",
+    "hid_layers": [16],
+    "hid_layers_activation": "relu",
+    "actor_optim_spec": {"name": "Adam", "lr": 3e-4},
+    "critic_optim_spec": {"name": "Adam", "lr": 3e-4},
+}
+
+
+def crossq_spec() -> dict[str, Any]:
+    spec = make_spec("random", "Pendulum-v1")
+    spec["agent"] = {
+        "name": "CrossQ",
+        "algorithm": dict(CROSSQ),
+        "memory": dict(SAC_MEMORY),
+        "net": dict(SAC_NET),
+        "critic_net": {**SAC_NET, "batch_renorm": True},
+    }
+    return spec
+
+
+def check(
+    in_tmp: Path, specs: dict[str, Any] | str, suffix: str = ".json"
+) -> tuple[int, list, list]:
+    path = write_spec_file(in_tmp / f"specs{suffix}", specs)
+    result = invoke(["check", str(path)])
+    return result.exit_code, result.stdout.splitlines(), result.stderr.splitlines()
+
+
+def without(spec: dict[str, Any], path: str) -> dict[str, Any]:
+    spec = copy.deepcopy(spec)
+    *parents, leaf = path.split(".")
+    node = spec
+    for key in parents:
+        node = node[key]
+    del node[leaf]
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        ("env.name", "env.name: required (str), missing"),
+        ("env.max_frame", "env.max_frame: required (float), missing"),
+        ("agent.algorithm.name", "agent.algorithm.name: required (str), missing"),
+        ("agent.algorithm", "agent.algorithm: required (dict), missing"),
+        ("agent.net.type", "agent.net.type: required (str), missing"),
+        ("meta", "meta: required (dict), missing"),
+        ("agent.algorithm.clip_eps_spec.name", "clip_eps_spec.name: required (str), missing"),
+        (
+            "agent.algorithm.entropy_coef_spec.start_val",
+            "entropy_coef_spec.start_val: required (float), missing",
+        ),
+    ],
+)
+def test_missing_required_key_is_one_line_and_every_spec_is_reported(
+    path: str, line: str, in_tmp: Path
+) -> None:
+    good = make_spec("ppo")
+    code, out, err = check(in_tmp, {"a": without(good, path), "b": good, "c": without(good, path)})
+    assert code == 2
+    assert out == ["ok: b"]
+    assert len(err) == 2 and all(e.startswith(("error: a: ", "error: c: ")) for e in err)
+    assert line in err[0] and line in err[1]
+
+
+def test_run_without_env_name_is_one_line(in_tmp: Path) -> None:
+    path = write_spec_file(in_tmp / "s.json", {"a": without(make_spec("ppo"), "env.name")})
+    result = invoke(["run", str(path), "a", "dev"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["error: env.name: required (str), missing"]
+    assert not (in_tmp / "data").exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        ({"env.name": "ALE/Pong-v5"}, "env.name: ALE/Pong-v5: Atari (ALE) is not available yet"),
+        ({"env.name": "VideoPinball-v0"}, "Atari (ALE) is not available yet"),
+        ({"env.name": "PongNoFrameskip-v4"}, "Atari (ALE) is not available yet"),
+        (
+            {"env.name": "playground/CartpoleBalance"},
+            "MuJoCo Playground is not available yet",
+        ),
+        (
+            {"meta.distributed": "shared"},
+            "meta.distributed: 'shared' (Hogwild training) is not available yet in this release; use false",
+        ),
+        ({"meta.distributed": "synced"}, "(Hogwild training) is not available yet"),
+        (
+            {"agent.net.actor_optim_spec": {"name": "GlobalAdam", "lr": 1e-3}},
+            "agent.net.actor_optim_spec.name: GlobalAdam (a Hogwild shared-memory optimizer) is not available yet in this release; use Adam with meta.distributed false",
+        ),
+        ({"agent.algorithm.symlog": True}, "agent.algorithm.symlog: symlog value compression"),
+        ({"agent.algorithm.spectral_norm": True}, "spectral normalization of the critic"),
+    ],
+)
+def test_v5_features_not_available_yet_are_named(
+    changes: dict[str, Any], line: str, in_tmp: Path
+) -> None:
+    spec = make_spec("ppo")
+    for path, value in changes.items():
+        set_path(spec, path, value)
+    code, out, err = check(in_tmp, {"v5": spec})
+    assert (code, out, len(err)) == (2, [], 1)
+    assert line in err[0]
+
+
+# every key SLM Lab v5's benchmark specs use that is not in the minimal specs above
+V5_KEYS: list[tuple[str, str, Any]] = [
+    ("ppo", "agent.algorithm.normalize_advantages", "percentile"),
+    ("ppo", "agent.algorithm.normalize_advantages", "standardize"),
+    ("ppo", "agent.algorithm.spectral_norm", False),
+    ("ppo", "agent.algorithm.symlog", False),
+    ("ppo", "meta.rigorous_eval", 0),
+    ("ppo", "meta.eval_frequency", 1000),
+    ("ppo", "meta.search_resources", {"cpu": 1, "gpu": 0.25}),
+    ("ppo", "meta.search_scheduler", {"grace_period": 10000, "reduction_factor": 3}),
+    (
+        "ppo",
+        "agent.net.lr_scheduler_spec",
+        {"name": "LinearToMin", "frame": 1e5, "min_factor": 0.033},
+    ),
+    ("ppo", "agent.net.lr_scheduler_spec", None),
+    ("crossq", "agent.algorithm.log_alpha_max", 2.0),
+    ("crossq", "agent.algorithm.log_alpha_min", -5.0),
+]
+
+
+@pytest.mark.parametrize(("algo", "path", "value"), V5_KEYS)
+def test_v5_spec_keys_are_known(algo: str, path: str, value: Any, in_tmp: Path) -> None:
+    spec = crossq_spec() if algo == "crossq" else make_spec(algo)
+    set_path(spec, path, value)
+    code, out, err = check(in_tmp, {"v5": spec})
+    assert (code, out, err) == (0, ["ok: v5"], [])
+
+
+@pytest.mark.parametrize(
+    ("path", "meaning"),
+    [("agent.algorithm.clip_val_loss", "clip_vloss"), ("meta.num_gpus", "agent.net.gpu")],
+)
+def test_v5_keys_v5_never_read_warn(path: str, meaning: str, in_tmp: Path) -> None:
+    spec = make_spec("ppo")
+    set_path(spec, path, 1 if path == "meta.num_gpus" else False)
+    code, out, err = check(in_tmp, {"v5": spec})
+    assert (code, out, len(err)) == (0, ["ok: v5"], 1)
+    assert err[0].endswith(
+        f"{path}: ignored (SLM Lab v5 never read it); its likely meaning is {meaning}"
+    )
+
+
+def test_lunar_continuous_kwarg_passes_to_gymnasium(in_tmp: Path) -> None:
+    spec = make_spec("ppo", "LunarLander-v3")
+    spec["env"]["continuous"] = True
+    assert check(in_tmp, {"v5": spec}) == (0, ["ok: v5"], [])
+
+
+def test_bad_advantage_normalizer(in_tmp: Path) -> None:
+    spec = make_spec("ppo")
+    spec["agent"]["algorithm"]["normalize_advantages"] = "percentil"
+    code, _, err = check(in_tmp, {"v5": spec})
+    assert code == 2 and "is not one of standardize, percentile; did you mean percentile?" in err[0]
+
+
+def template_spec() -> dict[str, Any]:
+    spec = make_spec("ppo")
+    spec["env"]["name"] = "${env}"
+    spec["env"]["max_frame"] = "${max_frame}"
+    spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": "${max_frame}"}
+    return spec
+
+
+TEMPLATE_LINE = "ok: tpl (template: run it with -s env=VALUE -s max_frame=VALUE)"
+
+
+def test_template_json_is_checked_and_names_its_vars(in_tmp: Path) -> None:
+    assert check(in_tmp, {"tpl": template_spec()}) == (0, [TEMPLATE_LINE], [])
+
+
+def test_template_with_bare_placeholders(in_tmp: Path) -> None:
+    """Unquoted ${max_frame} in JSON (invalid JSON until substituted) and in YAML."""
+    text = json.dumps({"tpl": template_spec()}).replace('"${max_frame}"', "${max_frame}")
+    assert "${max_frame}," in text or "${max_frame}}" in text
+    assert check(in_tmp, text) == (0, [TEMPLATE_LINE], [])
+    yaml_text = (
+        "tpl:\n"
+        "  agent:\n"
+        "    algorithm: {name: PPO, time_horizon: 8, minibatch_size: 8, training_epoch: 1}\n"
+        "    memory: {name: OnPolicyBatchReplay}\n"
+        "    net:\n"
+        "      type: MLPNet\n"
+        "      lr_scheduler_spec:\n"
+        "        name: LinearToZero\n"
+        "        frame: ${max_frame}\n"
+        "  env:\n"
+        "    name: ${env}\n"
+        "    max_frame: ${max_frame}\n"
+        "  meta: {max_session: 1}\n"
+    )
+    assert check(in_tmp, yaml_text, ".yaml") == (0, [TEMPLATE_LINE], [])
+
+
+def test_template_still_catches_what_it_can(in_tmp: Path) -> None:
+    spec = template_spec()
+    spec["agent"]["algorithm"]["lamm"] = 0.9
+    code, out, err = check(in_tmp, {"tpl": spec})
+    assert (code, out) == (2, [])
+    assert err == ["error: tpl: agent.algorithm.lamm: unknown key; did you mean lam?"]
+
+
+def test_template_filled_with_set_is_a_plain_spec(in_tmp: Path) -> None:
+    path = write_spec_file(in_tmp / "t.json", {"tpl": template_spec()})
+    result = invoke(["check", str(path), "-s", "env=Acrobot-v1", "-s", "max_frame=1e3"])
+    assert (result.exit_code, result.stdout) == (0, "ok: tpl\n")
+    result = invoke(["run", str(path), "tpl", "dev"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: tpl.env.name: unresolved ${env}; pass it with -s env=VALUE"
+    ]
