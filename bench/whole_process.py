@@ -12,13 +12,19 @@ a whole process started from this script (imports, start-up, training, final ana
   seconds, peak RSS, final return (SLM Lab: `total_reward` of the session CSV's last row and the
   trial's `total_reward_ma`; SB3: mean return of the last 100 episodes). Per work: the median wall
   of each side and the median of the per-pair ratios sb3_wall / slm_wall ("speedup").
+- `cli`: wall seconds of `slm-lab --help` and `slm-lab check <ppo_cartpole.json>` next to a bare
+  Typer CLI (bench/typer_hello.py) and `python -c pass`, run the same way with the same
+  interpreter (no RSS: these processes are too small to read above the floor explained below).
+- `startup`: seconds from launch to the first env step of a one-session `ppo_cartpole` run, split
+  into the interpreter start, `import torch`, and the rest (bench/startup_probe.py is the child;
+  the spec is a copy with meta.max_session 1, which `dev` implies anyway).
 - `rss`: peak RSS of `python -c "import torch"` vs a one-session `slm-lab run ... dev` on a short
   copy of ppo_cartpole; the difference is the framework's share above torch.
 
 Every child has one torch thread: OMP_NUM_THREADS=MKL_NUM_THREADS=1 here, and torch's own setting
 by SLM Lab (one thread per session unless the spec says otherwise) and by bench/sb3_zoo.py
 (torch.set_num_threads(1)). Both libraries run on this interpreter's torch. The SB3 process also
-imports Typer (for its command line), which SLM Lab's CLI does too.
+imports Typer (for its command line), which SLM Lab's CLI does too; `cli` shows what that costs.
 
 Peak RSS is the child's own ru_maxrss from os.wait4. Linux carries the launching process's peak
 RSS into its child's (across the exec), so this parent stays small (no torch, numpy or pandas)
@@ -27,7 +33,7 @@ and records its own peak as the floor below which no child can read.
 Raw numbers go to bench/out/whole_process.json (`pairs`) and bench/out/whole_process_<command>.json.
 
 usage: uv run --group bench python bench/whole_process.py pairs [--pairs 3] [--only ppo|dqn]
-       [--frames-scale 1]; ... rss [--repeats 3]
+       [--frames-scale 1]; ... cli [--repeats 10]; ... startup [--repeats 5]; ... rss [--repeats 3]
 """
 
 import csv
@@ -57,6 +63,8 @@ OUT_DIR = BENCH / "out"
 PYTHON = Path(sys.executable)  # not resolved: the venv's python, whose site-packages hold both libs
 SLM_LAB = PYTHON.parent / "slm-lab"  # the console script the venv installs next to its python
 SB3_SCRIPT = BENCH / "sb3_zoo.py"
+TYPER_REFERENCE = BENCH / "typer_hello.py"
+STARTUP_PROBE = BENCH / "startup_probe.py"
 PPO_CARTPOLE_SPEC = ROOT / "slm_lab" / "spec" / "benchmark" / "ppo" / "ppo_cartpole.json"
 PPO_CARTPOLE_NAME = "ppo_cartpole"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -293,6 +301,75 @@ def pairs(
             "summary": summarize(work, frames, runs),
         }
     write_report(OUT_DIR / "whole_process.json", report)
+
+
+# -- cli ---------------------------------------------------------------------------------------
+@app.command()
+def cli(
+    repeats: Annotated[int, typer.Option(min=1, help="runs of each command")] = 10,
+) -> None:
+    """Start-up of `slm-lab --help` and `slm-lab check`, next to a bare Typer CLI."""
+    cases: dict[str, list[str | Path]] = {
+        "slm-lab --help": [SLM_LAB, "--help"],
+        "slm-lab check ppo_cartpole.json": [SLM_LAB, "check", PPO_CARTPOLE_SPEC],
+        "typer_hello.py --help": [PYTHON, TYPER_REFERENCE, "--help"],
+        "typer_hello.py": [PYTHON, TYPER_REFERENCE],
+        "python -c pass": [PYTHON, "-c", "pass"],
+    }
+    names = list(cases)
+    runs: dict[str, list[float]] = {name: [] for name in names}  # wall seconds
+    for i in range(repeats):
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate who goes first
+            proc = run_process(cases[name], cwd=ROOT)
+            runs[name].append(proc.wall_s)
+    summary = {}
+    for name in names:
+        walls = runs[name]
+        summary[name] = {"median_wall_s": median(walls), "min_wall_s": min(walls)}
+        typer.echo(f"{name:<32} median {median(walls):.3f} s | min {min(walls):.3f} s")
+    write_report(
+        OUT_DIR / "whole_process_cli.json",
+        {"repeats": repeats, "commands": {n: list(map(str, c)) for n, c in cases.items()}}
+        | {"runs": runs, "summary": summary},
+    )
+
+
+# -- startup -----------------------------------------------------------------------------------
+@app.command()
+def startup(
+    repeats: Annotated[int, typer.Option(min=1, help="runs")] = 5,
+    mode: Annotated[str, typer.Option(help="dev or train (one session either way)")] = "dev",
+) -> None:
+    """Seconds from launch to the first env step of `slm-lab run ppo_cartpole.json ppo_cartpole <mode>`."""
+    runs = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="whole_process_startup_") as tmp:
+            folder = Path(tmp)
+            spec = json.loads(PPO_CARTPOLE_SPEC.read_text())[PPO_CARTPOLE_NAME]
+            spec["meta"]["max_session"] = 1  # `train` would otherwise start 4 session processes
+            spec_path, name = write_spec_file({"name": PPO_CARTPOLE_NAME, **spec}, folder)
+            stamps_path = folder / "stamps.json"
+            cmd: list[str | Path] = [PYTHON, STARTUP_PROBE, stamps_path, spec_path, name, mode]
+            proc = run_process(cmd, cwd=folder)
+            stamps = json.loads(stamps_path.read_text())
+        r = {
+            "interpreter_s": stamps["started"] - proc.launched_at,
+            "torch_import_s": stamps["torch_imported"] - stamps["started"],
+            "first_step_after_torch_s": stamps["first_step"] - stamps["torch_imported"],
+            "total_to_first_step_s": stamps["first_step"] - proc.launched_at,
+        }
+        runs.append(r)
+        typer.echo(" | ".join(f"{k} {v:.3f}" for k, v in r.items()))
+    summary = {f"median_{k}": median([r[k] for r in runs]) for k in runs[0]}
+    typer.echo(
+        "median: "
+        + " | ".join(f"{k.removeprefix('median_')} {v:.3f} s" for k, v in summary.items())
+    )
+    write_report(
+        OUT_DIR / "whole_process_startup.json",
+        {"repeats": repeats, "mode": mode, "spec": str(PPO_CARTPOLE_SPEC.relative_to(ROOT))}
+        | {"runs": runs, "summary": summary},
+    )
 
 
 # -- rss ---------------------------------------------------------------------------------------
