@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from slm_lab.cli.main import app as slm_lab_app
-from slm_lab.env import VecEnv
+from slm_lab.env.vec_env import VecEnv
 
 NO_STEP_EXIT = 3
 
