@@ -3,13 +3,16 @@
 Each training call uses one batch of `time_horizon x num_unrolls` steps from every env:
   1. with the policy that collected it: old log-probs, V(s_t), V(s_{t+1}); GAE advantages and
      value targets V_target = A + V(s_t)
-  2. `training_epoch` passes over shuffled minibatches of `minibatch_size`:
+  2. `training_epoch` passes over the batch, shuffled and split into batch_size // minibatch_size
+     minibatches of `minibatch_size`; the last one also takes the leftover batch_size %
+     minibatch_size samples, so every step sees a full minibatch and every epoch the whole batch:
        ratio = exp(log pi(a|s) - log pi_old(a|s)), A normalized per minibatch
        policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
        val_loss = loss_fn(V, V_target), or with `clip_vloss` the max of clipped and unclipped
        squared errors, V clipped to within eps of the old V
        loss = policy_loss - entropy_coef * H + val_loss_coef * val_loss
-     stopping early when the approximate KL passes `target_kl` (if set).
+     stopping early when the approximate KL, E[(ratio - 1) - log ratio] over the epoch's last
+     minibatch, passes `target_kl` (if set).
 """
 
 import torch
@@ -18,6 +21,17 @@ from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.lib.math_util import normalize
 from slm_lab.lib.schedule import VarScheduler
+
+
+def minibatch_idxs(
+    batch_size: int, minibatch_size: int, device: torch.device
+) -> tuple[torch.Tensor, ...]:
+    """A shuffle of range(batch_size) in batch_size // minibatch_size minibatches of
+    minibatch_size, the last one holding minibatch_size + the leftover."""
+    perm = torch.randperm(batch_size, device=device)
+    return perm.tensor_split(
+        list(range(minibatch_size, batch_size - minibatch_size + 1, minibatch_size))
+    )
 
 
 class PPO(ActorCritic):
@@ -54,9 +68,7 @@ class PPO(ActorCritic):
         batch_size = obs.shape[0]
         losses, entropies = [], []
         for _ in range(int(self.algorithm_spec["training_epoch"])):
-            perm = torch.randperm(batch_size, device=self.device)
-            for start in range(0, batch_size, minibatch_size):
-                idx = perm[start : start + minibatch_size]
+            for idx in minibatch_idxs(batch_size, minibatch_size, self.device):
                 mean, log_std, v_preds = self.nets.pdparam_value(obs[idx])
                 log_probs, entropy = self.log_prob_entropy(mean, log_std, actions[idx])
                 log_ratios = log_probs - old_log_probs[idx]
