@@ -1,4 +1,4 @@
-"""PPO's minibatches: the leftover merged into the last one."""
+"""PPO's minibatches (the leftover merged into the last one) and its advantage normalization."""
 
 from typing import Any
 
@@ -7,8 +7,11 @@ import torch
 from conftest import make_spec
 
 from slm_lab.agent import Agent
+from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.agent.algorithm.ppo import PPO, minibatch_idxs
 from slm_lab.env import VecEnv
+
+NO_ENTROPY = {"name": "no_decay", "start_val": 0.0, "end_val": 0.0, "start_step": 0, "end_step": 0}
 
 
 def build(num_envs: int, **algorithm: Any) -> PPO:
@@ -83,3 +86,32 @@ def test_one_sample_leftover_gives_a_finite_loss() -> None:
     assert torch.isfinite(torch.tensor(loss))
     assert torch.isfinite(torch.tensor(algo.entropy))
     assert algo.clock.opt_step == 2  # one minibatch of 5 per epoch
+
+
+@pytest.mark.parametrize("normalize_advs", [None, True, False])
+def test_normalize_advs(normalize_advs: bool | None) -> None:
+    """One epoch, one minibatch of the whole batch, no entropy or value term: at the first step
+    the ratio is exactly 1, so loss = -mean(A), with A normalized (mean 0) unless turned off."""
+    algorithm: dict[str, Any] = {
+        "time_horizon": 16,
+        "minibatch_size": 32,
+        "training_epoch": 1,
+        "val_loss_coef": 0.0,
+        "entropy_coef_spec": NO_ENTROPY,
+    }
+    if normalize_advs is not None:
+        algorithm["normalize_advs"] = normalize_advs
+    algo = build(num_envs=2, **algorithm)
+    fill(algo)
+    batch = algo.memory.sample(algo.device)
+    algo.memory.sample = lambda device: batch
+    T, N = batch["rewards"].shape
+    with torch.no_grad():
+        values = algo.nets.value(flat(batch["obs"]).float()).view(T, N)
+        advs, _ = algo.calc_advs_v_targets(batch, values)
+    assert advs.mean().item() > 1.0  # CartPole's rewards of 1 against a near-zero V
+    loss = algo.train()
+    if normalize_advs is False:
+        assert loss == pytest.approx(-advs.mean().item(), rel=1e-5)
+    else:  # the default, as SLM Lab v5's PPO: per-minibatch normalization
+        assert loss == pytest.approx(0.0, abs=1e-5)

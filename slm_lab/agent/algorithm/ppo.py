@@ -6,7 +6,9 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
   2. `training_epoch` passes over the batch, shuffled and split into batch_size // minibatch_size
      minibatches of `minibatch_size`; the last one also takes the leftover batch_size %
      minibatch_size samples, so every step sees a full minibatch and every epoch the whole batch:
-       ratio = exp(log pi(a|s) - log pi_old(a|s)), A normalized per minibatch
+       ratio = exp(log pi(a|s) - log pi_old(a|s))
+       A normalized to mean 0 and std 1 per minibatch (`normalize_advs`, default true as in SLM
+       Lab v5's PPO; false uses the advantages as computed)
        policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
        val_loss = loss_fn(V, V_target), or with `clip_vloss` the max of clipped and unclipped
        squared errors, V clipped to within eps of the old V
@@ -64,6 +66,8 @@ class PPO(ActorCritic):
         val_coef = float(self.algorithm_spec.get("val_loss_coef", 0.5))
         clip_vloss = bool(self.algorithm_spec.get("clip_vloss"))
         target_kl = self.algorithm_spec.get("target_kl")
+        # absent or null: normalized, as SLM Lab v5's PPO always did
+        normalize_advs = self.algorithm_spec.get("normalize_advs") is not False
         minibatch_size = int(self.algorithm_spec["minibatch_size"])
         batch_size = obs.shape[0]
         losses, entropies = [], []
@@ -73,7 +77,7 @@ class PPO(ActorCritic):
                 log_probs, entropy = self.log_prob_entropy(mean, log_std, actions[idx])
                 log_ratios = log_probs - old_log_probs[idx]
                 ratios = log_ratios.exp()
-                mb_advs = normalize(advs[idx])
+                mb_advs = normalize(advs[idx]) if normalize_advs else advs[idx]
                 surr1 = ratios * mb_advs
                 surr2 = ratios.clamp(1.0 - eps, 1.0 + eps) * mb_advs
                 policy_loss = -torch.min(surr1, surr2).mean()
