@@ -21,6 +21,7 @@ import torch
 
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.policy_gradient import flat
+from slm_lab.agent.net import net_util
 from slm_lab.lib.math_util import normalize
 from slm_lab.lib.schedule import VarScheduler
 
@@ -50,7 +51,7 @@ class PPO(ActorCritic):
         batch = self.memory.sample(self.device)
         T, N = batch["rewards"].shape
         obs, actions = flat(batch["obs"]).float(), flat(batch["actions"])
-        with torch.no_grad():
+        with torch.no_grad(), net_util.eval_mode(self.nets):
             mean, log_std, old_v_preds = self.nets.pdparam_value(obs)
             old_log_probs, _ = self.log_prob_entropy(mean, log_std, actions)
             values = self.denorm_v(old_v_preds).view(T, N)
