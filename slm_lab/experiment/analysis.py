@@ -10,8 +10,9 @@ episode have none and are left out) and B the random policy's mean return:
     (the denominator leaves out the last checkpoint; NaN for one checkpoint)
   total_reward_ma = the last checkpoint's mean of total_reward over the last 100 checkpoints
 A ratio whose denominator is 0 is NaN.
-Trial: each session metric is its mean over the sessions; frame is the first session's last
-frame (every session of a trial checkpoints at the same frames); and, over the checkpoints all sessions have, with s_ij session j's strength
+Trial: each session metric is its mean over the sessions that have it (a session's NaN is
+skipped); frame is the first session's last frame (every session of a trial checkpoints at the
+same frames); and, over the checkpoints all sessions have, with s_ij session j's strength
   consistency = 1 - 2 * sum_i std_j(s_ij) / sum_i mean_j(s_ij)
 the std the sample std, both skipping a session without a return yet at checkpoint i (a
 checkpoint with one return adds its mean and no std); NaN for one session.
@@ -86,7 +87,7 @@ def consistency(dfs: list[pd.DataFrame], baseline: float) -> float:
 
 def trial_metrics(dfs: list[pd.DataFrame], baseline: float) -> dict[str, float]:
     per_session = pd.DataFrame([session_metrics(df, baseline) for df in dfs])
-    means = per_session.mean(skipna=False)
+    means = per_session.mean()  # skips a session's NaN
     return {
         "frame": float(per_session["frame"].iloc[0]),
         **{k: float(means[k]) for k in ("total_reward_ma", *SESSION_METRICS)},

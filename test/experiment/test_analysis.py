@@ -125,6 +125,19 @@ def test_trial_metrics_are_session_means_plus_consistency() -> None:
     ]
 
 
+def test_trial_metrics_skip_a_session_whose_metric_is_nan() -> None:
+    """A mean over the sessions that have the metric, as pandas' DataFrame.mean skips NaN."""
+    one_checkpoint = session_df([100], [1], [15.0])  # s = [5]: stability NaN
+    drop = session_df([100, 200, 300], [1, 2, 3], [14.0, 12.0, 16.0])  # s = [4, 2, 6]
+    no_episode = session_df([100, 200, 300], [0, 0, 0], [math.nan] * 3)  # every metric NaN
+    m = trial_metrics([one_checkpoint, drop, no_episode], BASELINE)
+    assert m["stability"] == pytest.approx(1 - 2 / 6)  # the middle session's alone
+    assert m["strength"] == pytest.approx((5.0 + 4.0) / 2)
+    assert m["final_strength"] == pytest.approx((5.0 + 6.0) / 2)
+    assert m["total_reward_ma"] == pytest.approx((15.0 + 14.0) / 2)
+    assert m["frame"] == 100.0
+
+
 def test_format_metrics_line() -> None:
     line = format_metrics(
         {
