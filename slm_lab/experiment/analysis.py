@@ -1,12 +1,21 @@
-"""Session and trial metrics (DESIGN §5) and graphs.
+"""Session and trial metrics and graphs, computed as SLM Lab v5 computes them.
 
-With R_i the total_reward at checkpoint i and B the random policy's mean return:
-  s_i = R_i - B; strength = mean(s_i); max_strength = max(s_i); final_strength = s_last
-  sample_efficiency = sum_i(s_i / frame_i) / sum_i(s_i)   (frame 0 terms dropped)
-  training_efficiency = sum_i(s_i / opt_step_i) / sum_i(s_i)   (opt_step 0 terms dropped)
-  stability = 1 - | sum_i min(s_{i+1} - s_i, 0) / sum_i s_i |
-Trial: mean of each over sessions, plus frame and
-  consistency = 1 - 2 * sum_i std_j(s_ij) / sum_i mean_j(s_ij)   (sample std; NaN for one session)
+With R_i the total_reward at checkpoint i = 0..N-1 (checkpoints before the first finished
+episode have none and are left out) and B the random policy's mean return:
+  s_i = R_i - B; strength = mean(s_i); max_strength = max(s_i); final_strength = s_{N-1}
+  sample_efficiency = sum_i(s_i / frame_i) / sum_i(s_i)
+  training_efficiency = sum_i(s_i / opt_step_i) / sum_i(s_i)
+    (terms with opt_step_i = 0 leave the numerator only: 0 for a session that never trained)
+  stability = 1 - | sum_{i=0}^{N-2} min(s_{i+1} - s_i, 0) / sum_{i=0}^{N-2} s_i |
+    (the denominator leaves out the last checkpoint; NaN for one checkpoint)
+  total_reward_ma = the last checkpoint's mean of total_reward over the last 100 checkpoints
+A ratio whose denominator is 0 is NaN.
+Trial: each session metric is its mean over the sessions that have it (a session's NaN is
+skipped); frame is the first session's last frame (every session of a trial checkpoints at the
+same frames); and, over the checkpoints all sessions have, with s_ij session j's strength
+  consistency = 1 - 2 * sum_i std_j(s_ij) / sum_i mean_j(s_ij)
+the std the sample std, both skipping a session without a return yet at checkpoint i (a
+checkpoint with one return adds its mean and no std); NaN for one session.
 """
 
 import math
@@ -30,33 +39,36 @@ SESSION_METRICS = (
 TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
 
 
+def _ratio(num: float, den: float) -> float:
+    return float(num / den) if den != 0 else math.nan
+
+
 def _efficiency(s: np.ndarray, x: np.ndarray) -> float:
-    """sum_i(s_i / x_i) / sum_i(s_i); terms with x_i = 0 leave the first sum only (as in SLM Lab v5)."""
+    """sum_i(s_i / x_i) / sum_i(s_i), the terms with x_i = 0 (infinite) dropped from the first sum."""
     keep = x > 0
-    total = s.sum()
-    return float((s[keep] / x[keep]).sum() / total) if keep.any() and total != 0 else math.nan
+    return _ratio((s[keep] / x[keep]).sum(), s.sum())
 
 
 def session_metrics(df: pd.DataFrame, baseline: float) -> dict[str, float]:
+    frame = float(df["frame"].iloc[-1])
     df = df.dropna(subset=["total_reward"])
     if df.empty:
         return {
-            "frame": math.nan,
+            "frame": frame,
             "total_reward_ma": math.nan,
             **dict.fromkeys(SESSION_METRICS, math.nan),
         }
     s = df["total_reward"].to_numpy(dtype=float) - baseline
-    total = s.sum()
     drops = np.minimum(np.diff(s), 0).sum()
     return {
-        "frame": float(df["frame"].iloc[-1]),
+        "frame": frame,
         "total_reward_ma": float(df["total_reward_ma"].iloc[-1]),
         "strength": float(s.mean()),
         "max_strength": float(s.max()),
         "final_strength": float(s[-1]),
         "sample_efficiency": _efficiency(s, df["frame"].to_numpy(dtype=float)),
         "training_efficiency": _efficiency(s, df["opt_step"].to_numpy(dtype=float)),
-        "stability": float(1 - abs(drops / total)) if total != 0 else math.nan,
+        "stability": 1 - abs(_ratio(drops, s[:-1].sum())),
     }
 
 
@@ -67,20 +79,20 @@ def consistency(dfs: list[pd.DataFrame], baseline: float) -> float:
         [df.set_index("frame")["total_reward"].rename(j) for j, df in enumerate(dfs)],
         axis=1,
         join="inner",
-    ).dropna()
-    s = aligned.to_numpy(dtype=float) - baseline
-    mean_sum = s.mean(axis=1).sum()
-    return float(1 - 2 * s.std(axis=1, ddof=1).sum() / mean_sum) if mean_sum != 0 else math.nan
+    )
+    s = aligned - baseline
+    # pandas skips NaN: a session without a return yet is left out of that checkpoint's terms
+    return 1 - 2 * _ratio(s.std(axis=1, ddof=1).sum(), s.mean(axis=1).sum())
 
 
 def trial_metrics(dfs: list[pd.DataFrame], baseline: float) -> dict[str, float]:
-    per_session = [session_metrics(df, baseline) for df in dfs]
-    out = {
-        k: float(np.mean([m[k] for m in per_session]))
-        for k in ("frame", "total_reward_ma", *SESSION_METRICS)
+    per_session = pd.DataFrame([session_metrics(df, baseline) for df in dfs])
+    means = per_session.mean()  # skips a session's NaN
+    return {
+        "frame": float(per_session["frame"].iloc[0]),
+        **{k: float(means[k]) for k in ("total_reward_ma", *SESSION_METRICS)},
+        "consistency": consistency(dfs, baseline),
     }
-    out["consistency"] = consistency(dfs, baseline)
-    return out
 
 
 def format_metrics(metrics: dict[str, float]) -> str:

@@ -78,6 +78,17 @@ def num_threads(spec: dict[str, Any]) -> int:
     return int(spec["meta"].get("num_threads") or 1)
 
 
+def baseline_of(env_spec: dict[str, Any]) -> float:
+    """The random policy's mean return on the env as the spec sets it up."""
+    max_t = env_spec.get("max_t")
+    return random_baseline.get(
+        env_spec["name"],
+        env_kwargs(env_spec),
+        int(max_t) if max_t else None,
+        int(env_spec.get("action_repeat") or 1),
+    )
+
+
 def ckpt_paths(run_dir: Path, pre: str, tag: str) -> tuple[Path, Path]:
     return (
         run_dir / "model" / f"{pre}_ckpt-{tag}_model.pt",
@@ -125,7 +136,7 @@ class Session:
         self.next_ckpt = self.log_frequency
         self.last_save = time.monotonic()
         self.csv_file: Any = None
-        self.baseline = random_baseline.get(spec["env"]["name"], env_kwargs(spec["env"]))
+        self.baseline = baseline_of(spec["env"])
 
     # -- checkpoints -------------------------------------------------------------------------
     def model_snapshot(self) -> dict[str, Any]:
@@ -386,8 +397,7 @@ class Trial:
             )
             for s in sessions
         ]
-        baseline = random_baseline.get(self.spec["env"]["name"], env_kwargs(self.spec["env"]))
-        metrics = analysis.trial_metrics(dfs, baseline)
+        metrics = analysis.trial_metrics(dfs, baseline_of(self.spec["env"]))
         metrics_path = self.run_dir / "info" / f"{pre}_trial_metrics.json"
         io.write_json(metrics, metrics_path)
         graph_path = self.run_dir / "graph" / f"{pre}_trial_graph.png"

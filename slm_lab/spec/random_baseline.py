@@ -2,7 +2,10 @@
 
 A table for the envs we ship specs for is computed by this module and committed
 (`python -m slm_lab.spec.random_baseline`); other envs are computed on first use and cached.
-Keyed by env id plus any extra gymnasium kwargs (e.g. `continuous`), since they change the task.
+Keyed by env id plus what changes the task: extra gymnasium kwargs (e.g. `continuous`), the
+spec's `max_t` (episodes cut at that many steps) and `action_repeat` (each random action held
+that many steps, the rewards summed, as the training env does). The table holds the defaults
+(the env's own time limit, no repeat).
 """
 
 import json
@@ -41,8 +44,16 @@ TABLE_ENVS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def baseline_key(name: str, kwargs: dict[str, Any]) -> str:
-    return name + (json.dumps(kwargs, sort_keys=True) if kwargs else "")
+def baseline_key(
+    name: str, kwargs: dict[str, Any], max_t: int | None = None, action_repeat: int = 1
+) -> str:
+    """The env id, then the kwargs and any setting other than the default as JSON."""
+    settings = {
+        **kwargs,
+        **({"max_t": max_t} if max_t is not None else {}),
+        **({"action_repeat": action_repeat} if action_repeat > 1 else {}),
+    }
+    return name + (json.dumps(settings, sort_keys=True) if settings else "")
 
 
 def cache_path() -> Path:
@@ -53,17 +64,28 @@ def cache_path() -> Path:
     )
 
 
-def compute(name: str, kwargs: dict[str, Any], episodes: int, seed: int = 0) -> float:
-    env = gym.make(name, **kwargs)
+def compute(
+    name: str,
+    kwargs: dict[str, Any],
+    episodes: int,
+    max_t: int | None = None,
+    action_repeat: int = 1,
+    seed: int = 0,
+) -> float:
+    env = gym.make(name, max_episode_steps=max_t, **kwargs)
     env.action_space.seed(seed)
     returns = []
     for i in range(episodes):
         env.reset(seed=seed + i)
         total, done = 0.0, False
         while not done:
-            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
-            total += float(reward)
-            done = terminated or truncated
+            action = env.action_space.sample()
+            for _ in range(action_repeat):
+                _, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                done = terminated or truncated
+                if done:
+                    break
         returns.append(total)
     env.close()
     return float(np.mean(returns))
@@ -73,8 +95,13 @@ def _read(path: Path) -> dict[str, float]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def get(name: str, kwargs: dict[str, Any] | None = None) -> float:
-    key = baseline_key(name, kwargs or {})
+def get(
+    name: str,
+    kwargs: dict[str, Any] | None = None,
+    max_t: int | None = None,
+    action_repeat: int = 1,
+) -> float:
+    key = baseline_key(name, kwargs or {}, max_t, action_repeat)
     table = _read(TABLE_PATH)
     if key in table:
         return table[key]
@@ -84,7 +111,7 @@ def get(name: str, kwargs: dict[str, Any] | None = None) -> float:
         logger.info(
             f"computing the random baseline of {key} ({CACHE_EPISODES} episodes), cached in {path}"
         )
-        cache[key] = compute(name, kwargs or {}, CACHE_EPISODES)
+        cache[key] = compute(name, kwargs or {}, CACHE_EPISODES, max_t, action_repeat)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(cache, indent=2))

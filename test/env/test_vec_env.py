@@ -1,9 +1,46 @@
-"""VecEnv: real next observations, the clock, max_t, action rescaling, and unnormalized returns."""
+"""VecEnv: real next observations, the clock, max_t, action rescaling, unnormalized returns, and
+the Gymnasium version whose vector wrappers handle same-step autoreset."""
 
+import importlib.metadata
+import tomllib
+
+import gymnasium as gym
 import numpy as np
 import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
 
+from slm_lab import ROOT_DIR
 from slm_lab.env.vec_env import VecEnv
+
+# the first Gymnasium whose vector RecordEpisodeStatistics and NormalizeReward count the first
+# step of an episode that a SAME_STEP autoreset started (earlier ones drop it, as for NEXT_STEP)
+GYMNASIUM_SAME_STEP = Version("1.4")
+THREE_STEP_ENV_ID = "SlmLabTestThreeStep-v0"
+THREE_STEP_REWARDS = (1.0, 2.0, 4.0)
+
+
+class ThreeStepEnv(gym.Env):
+    """Episodes of 3 steps with rewards 1, 2, 4 whatever the action, then terminated."""
+
+    observation_space = gym.spaces.Box(0.0, 3.0, (1,), dtype=np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        reward = THREE_STEP_REWARDS[self.t]
+        self.t += 1
+        return np.full(1, self.t, dtype=np.float32), reward, self.t == 3, False, {}
+
+
+if THREE_STEP_ENV_ID not in gym.registry:
+    gym.register(THREE_STEP_ENV_ID, entry_point=ThreeStepEnv)
 
 CARTPOLE_ANGLE_LIMIT = 12 * 2 * np.pi / 360  # CartPole-v1 terminates past this pole angle
 CARTPOLE_X_LIMIT = 2.4
@@ -170,3 +207,34 @@ def test_non_capturable_env_resumes_with_fresh_episodes_and_kept_statistics() ->
     assert float(resumed.reward_norm.return_rms.var) == rms_var
     assert np.all(resumed.stats.episode_returns == 0)  # fresh episodes start from zero
     assert resumed.clock.frame == env.clock.frame
+
+
+def test_gymnasium_bound_is_the_first_same_step_release() -> None:
+    pyproject = tomllib.loads((ROOT_DIR / "pyproject.toml").read_text())
+    [gymnasium] = [
+        req
+        for req in map(Requirement, pyproject["project"]["dependencies"])
+        if req.name == "gymnasium"
+    ]
+    lower = [Version(spec.version) for spec in gymnasium.specifier if spec.operator == ">="]
+    assert lower == [GYMNASIUM_SAME_STEP]
+    assert Version(importlib.metadata.version("gymnasium")) >= GYMNASIUM_SAME_STEP
+
+
+def test_episode_statistics_and_reward_normalizer_count_every_step_of_every_episode() -> None:
+    """Same-step autoreset: the step after an episode's last is the next episode's first, and
+    both wrappers must count it (Gymnasium < 1.4 dropped it, as if it were a reset step)."""
+    spec = {"name": THREE_STEP_ENV_ID, "num_envs": 2, "max_frame": 100, "normalize_reward": True}
+    env = VecEnv(spec, seed=0, gamma=0.5)
+    env.reset()
+    for _ in range(4):  # a whole episode, then the first step of the next
+        env.step(np.zeros(2, dtype=np.int64))
+    # the normalizer's discounted return: 1, 1 * 0.5 + 2 = 2.5, 4 (terminated: nothing carried
+    # over); then the new episode's first reward
+    assert env.reward_norm.accumulated_reward.tolist() == [1.0, 1.0]
+    assert env.reward_norm.return_rms.count == pytest.approx(2 * 4, abs=1e-3)  # every step
+    for _ in range(2):
+        env.step(np.zeros(2, dtype=np.int64))
+    assert list(env.stats.return_queue) == [7.0] * 4  # 2 envs x 2 episodes of 1 + 2 + 4
+    assert list(env.stats.length_queue) == [3] * 4
+    env.close()

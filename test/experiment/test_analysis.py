@@ -1,4 +1,5 @@
-"""Session and trial metrics (DESIGN §5) on tiny hand-built dataframes."""
+"""Session and trial metrics on tiny hand-built dataframes, worked by hand with SLM Lab v5's
+formulas (slm_lab/experiment/analysis.py upstream)."""
 
 import math
 
@@ -37,25 +38,45 @@ def test_session_metrics_hand_computed() -> None:
     # the opt_step-0 term (s=2 at opt_step 0) is dropped from the sum of ratios, not from sum_i s_i:
     # (4/5 + 3/10 + 7/20) / (2 + 4 + 3 + 7) = 1.45 / 16
     assert m["training_efficiency"] == pytest.approx(0.090625)
-    # drops: min(4-2,0) + min(3-4,0) + min(7-3,0) = -1 -> 1 - |-1 / 16|
-    assert m["stability"] == pytest.approx(0.9375)
+    # drops: min(4-2,0) + min(3-4,0) + min(7-3,0) = -1 over the strengths but the last, 2 + 4 + 3
+    assert m["stability"] == pytest.approx(1 - 1 / 9)
+
+
+def test_stability_leaves_the_last_strength_out_of_the_denominator() -> None:
+    m = session_metrics(session_df([100, 200, 300], [1, 2, 3], [10.0, 20.0, 5.0]), 0.0)
+    # drops: min(20-10,0) + min(5-20,0) = -15; denominator s_0 + s_1 = 30 (not 35)
+    assert m["stability"] == pytest.approx(0.5)
+
+
+def test_stability_of_one_checkpoint_is_nan() -> None:
+    m = session_metrics(session_df([100], [1], [15.0]), BASELINE)  # no drop over no strength
+    assert math.isnan(m["stability"])
+    assert m["strength"] == m["final_strength"] == 5.0
 
 
 def test_session_metrics_negative_strength() -> None:
     m = session_metrics(session_df([100, 200], [1, 2], [8.0, 6.0]), BASELINE)  # s = [-2, -4]
     assert (m["strength"], m["max_strength"], m["final_strength"]) == (-3.0, -2.0, -4.0)
-    assert m["stability"] == pytest.approx(1 - abs(-2 / -6))
+    assert m["stability"] == pytest.approx(0.0)  # 1 - |min(-4 - -2, 0) / -2|
 
 
 def test_session_metrics_without_any_episode_are_nan() -> None:
     m = session_metrics(session_df([100, 200], [0, 0], [math.nan, math.nan]), BASELINE)
     assert math.isnan(m["strength"]) and math.isnan(m["stability"])
+    assert m["frame"] == 200  # the session still ran to its last checkpoint
 
 
-def test_training_efficiency_is_nan_without_any_training() -> None:
+def test_training_efficiency_is_zero_without_any_training() -> None:
+    """Every opt_step-0 ratio is dropped: an empty sum, 0, over sum_i s_i = 5."""
     m = session_metrics(session_df([100, 200], [0, 0], [12.0, 13.0]), BASELINE)
-    assert math.isnan(m["training_efficiency"])
+    assert m["training_efficiency"] == 0.0
     assert m["sample_efficiency"] == pytest.approx((2 / 100 + 3 / 200) / 5)
+
+
+def test_efficiency_and_stability_are_nan_when_strengths_sum_to_zero() -> None:
+    m = session_metrics(session_df([100, 200], [1, 2], [10.0, 10.0]), BASELINE)  # s = [0, 0]
+    assert math.isnan(m["sample_efficiency"]) and math.isnan(m["training_efficiency"])
+    assert math.isnan(m["stability"])
 
 
 # two sessions at frames 100, 200, 300 (session b has an extra frame 400, dropped by alignment)
@@ -69,6 +90,15 @@ def test_consistency_hand_computed() -> None:
     assert consistency([A, B], BASELINE) == pytest.approx(1 - 2 * 3 * math.sqrt(2) / 15)
 
 
+def test_consistency_keeps_checkpoints_where_some_sessions_have_no_return_yet() -> None:
+    """A session without a finished episode at frame 100 leaves that checkpoint's mean to the
+    others and its (one-value) sample std out, as pandas' NaN-skipping mean and std do."""
+    a = session_df([100, 200, 300], [1, 2, 3], [math.nan, 12.0, 14.0])  # s = [nan, 2, 4]
+    b = session_df([100, 200, 300], [1, 2, 3], [14.0, 14.0, 20.0])  # s = [4, 4, 10]
+    # means 4, 3, 7 -> 14; stds -, sqrt2, 3 sqrt2 -> 4 sqrt2
+    assert consistency([a, b], BASELINE) == pytest.approx(1 - 2 * 4 * math.sqrt(2) / 14)
+
+
 def test_consistency_is_nan_with_one_session() -> None:
     assert math.isnan(consistency([A], BASELINE))
     assert math.isnan(trial_metrics([A], BASELINE)["consistency"])
@@ -76,7 +106,7 @@ def test_consistency_is_nan_with_one_session() -> None:
 
 def test_trial_metrics_are_session_means_plus_consistency() -> None:
     m = trial_metrics([A, B], BASELINE)
-    assert m["frame"] == 350.0  # (300 + 400) / 2
+    assert m["frame"] == 300.0  # the first session's last frame
     assert m["strength"] == pytest.approx((4.0 + 9.5) / 2)
     assert m["max_strength"] == pytest.approx((6.0 + 20.0) / 2)
     assert m["final_strength"] == pytest.approx((6.0 + 20.0) / 2)
@@ -93,6 +123,19 @@ def test_trial_metrics_are_session_means_plus_consistency() -> None:
         "stability",
         "consistency",
     ]
+
+
+def test_trial_metrics_skip_a_session_whose_metric_is_nan() -> None:
+    """A mean over the sessions that have the metric, as pandas' DataFrame.mean skips NaN."""
+    one_checkpoint = session_df([100], [1], [15.0])  # s = [5]: stability NaN
+    drop = session_df([100, 200, 300], [1, 2, 3], [14.0, 12.0, 16.0])  # s = [4, 2, 6]
+    no_episode = session_df([100, 200, 300], [0, 0, 0], [math.nan] * 3)  # every metric NaN
+    m = trial_metrics([one_checkpoint, drop, no_episode], BASELINE)
+    assert m["stability"] == pytest.approx(1 - 2 / 6)  # the middle session's alone
+    assert m["strength"] == pytest.approx((5.0 + 4.0) / 2)
+    assert m["final_strength"] == pytest.approx((5.0 + 6.0) / 2)
+    assert m["total_reward_ma"] == pytest.approx((15.0 + 14.0) / 2)
+    assert m["frame"] == 100.0
 
 
 def test_format_metrics_line() -> None:

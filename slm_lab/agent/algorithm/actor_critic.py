@@ -9,6 +9,7 @@ import torch
 
 from slm_lab.agent.algorithm.config import ActorCriticConfig
 from slm_lab.agent.algorithm.policy_gradient import PolicyGradient, flat
+from slm_lab.agent.net import net_util
 from slm_lab.lib.math_util import calc_gaes, calc_nstep_returns, calc_returns, normalize
 
 
@@ -20,7 +21,7 @@ class ActorCritic(PolicyGradient):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantages and value targets, [T, N]; `values` are V(s_t) in env units (no grad)."""
         T, N = batch["rewards"].shape
-        with torch.no_grad():
+        with torch.no_grad(), net_util.eval_mode(self.nets):
             next_values = self.denorm_v(self.nets.value(flat(batch["next_obs"]).float())).view(T, N)
         rewards, terminateds, dones = batch["rewards"], batch["terminateds"], batch["dones"]
         lam, n = self.algorithm_spec.get("lam"), self.algorithm_spec.get("num_step_returns")

@@ -2,6 +2,10 @@
 
 An algorithm subclass says what differs: which nets it builds (`init_nets`), how it turns a
 batch into a loss (`train`), and the memory size it needs.
+
+Nets are in train mode for gradient steps; every other forward (acting, targets, the old
+policy's pass) runs inside `net_util.eval_mode`, so batch-norm layers normalize it with their
+running statistics and do not update them, and a single observation can be normalized.
 """
 
 import math
@@ -48,6 +52,8 @@ class Algorithm:
         self.optims: list[torch.optim.Optimizer] = []
         self.lr_schedulers: list[torch.optim.lr_scheduler.LRScheduler] = []
         self.init_nets()
+        # built once: a net without mode-dependent layers then costs acting nothing
+        self.acting_mode = net_util.eval_mode(*self.modules().values())
         self.memory = self.init_memory()
 
     # -- to override -------------------------------------------------------------------------
@@ -113,7 +119,8 @@ class Algorithm:
 
     @torch.inference_mode()
     def act(self, obs: np.ndarray) -> np.ndarray:
-        actions = self.select_actions(self.to_tensor(obs).float())
+        with self.acting_mode:
+            actions = self.select_actions(self.to_tensor(obs).float())
         return actions.cpu().numpy()
 
     def update(

@@ -8,7 +8,8 @@ halves share the batch statistics:
   y = r + gamma * (1 - terminated) * (min(Q1, Q2)(s', a') - alpha * log pi(a'|s'))  (no grad)
 (discrete: the joint forward is of [s; s'], and y takes the exact expectation over a', as SAC).
 The actor step evaluates the critics in eval mode (running statistics, which it does not
-update). The paper's other choices live in the spec: policy_delay 3, Adam with beta1 = 0.5.
+update), and a' ~ pi(.|s') is sampled with the actor in eval mode, as in SAC. The paper's other
+choices live in the spec: policy_delay 3, Adam with beta1 = 0.5.
 """
 
 import torch
@@ -16,6 +17,7 @@ from torch import nn
 
 from slm_lab.agent.algorithm.config import CrossQConfig
 from slm_lab.agent.algorithm.sac import SoftActorCritic
+from slm_lab.agent.net import net_util
 
 
 class CrossQ(SoftActorCritic):
@@ -34,7 +36,7 @@ class CrossQ(SoftActorCritic):
 
     def calc_critic_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         obs, actions, next_obs = batch["obs"].float(), batch["actions"], batch["next_obs"].float()
-        with torch.no_grad():
+        with torch.no_grad(), net_util.eval_mode(self.actor):
             next_actions, next_log_probs = self.policy(next_obs)
         joint_obs = torch.cat([obs, next_obs])
         joint_actions = None if self.discrete else torch.cat([actions.float(), next_actions])
@@ -46,14 +48,6 @@ class CrossQ(SoftActorCritic):
                 batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_v
             )
         return self.twin_td_loss(self.taken(q1, actions), self.taken(q2, actions), q_targets, batch)
-
-    def calc_actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.q1_net.eval()
-        self.q2_net.eval()
-        losses = super().calc_actor_loss(obs)
-        self.q1_net.train()
-        self.q2_net.train()
-        return losses
 
     def update_targets(self) -> None:
         """No target nets."""

@@ -17,6 +17,7 @@ import torch
 
 from slm_lab.agent.algorithm.config import DoubleDQNConfig, DQNConfig, VanillaDQNConfig
 from slm_lab.agent.algorithm.off_policy import OffPolicy
+from slm_lab.agent.net import net_util
 from slm_lab.lib import distribution as D
 
 
@@ -43,7 +44,7 @@ class VanillaDQN(OffPolicy):
     def train_batch(self, batch: dict[str, torch.Tensor]) -> float:
         obs, actions = batch["obs"].float(), batch["actions"].long()
         q_preds = self.q_values(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-        with torch.no_grad():
+        with torch.no_grad(), net_util.eval_mode(*self.modules().values()):
             next_q = self.next_q(batch["next_obs"].float())
             q_targets = (
                 batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q

@@ -3,13 +3,18 @@
 Each training call uses one batch of `time_horizon x num_unrolls` steps from every env:
   1. with the policy that collected it: old log-probs, V(s_t), V(s_{t+1}); GAE advantages and
      value targets V_target = A + V(s_t)
-  2. `training_epoch` passes over shuffled minibatches of `minibatch_size`:
-       ratio = exp(log pi(a|s) - log pi_old(a|s)), A normalized per minibatch
+  2. `training_epoch` passes over the batch, shuffled and split into batch_size // minibatch_size
+     minibatches of `minibatch_size`; the last one also takes the leftover batch_size %
+     minibatch_size samples, so every step sees a full minibatch and every epoch the whole batch:
+       ratio = exp(log pi(a|s) - log pi_old(a|s))
+       A normalized to mean 0 and std 1 per minibatch (`normalize_advs`, default true as in SLM
+       Lab v5's PPO; false uses the advantages as computed)
        policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
        val_loss = loss_fn(V, V_target), or with `clip_vloss` the max of clipped and unclipped
        squared errors, V clipped to within eps of the old V
        loss = policy_loss - entropy_coef * H + val_loss_coef * val_loss
-     stopping early when the approximate KL passes `target_kl` (if set).
+     stopping early when the approximate KL, E[(ratio - 1) - log ratio] over the epoch's last
+     minibatch, passes `target_kl` (if set).
 """
 
 import torch
@@ -17,8 +22,20 @@ import torch
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.config import PPOConfig
 from slm_lab.agent.algorithm.policy_gradient import flat
+from slm_lab.agent.net import net_util
 from slm_lab.lib.math_util import normalize
 from slm_lab.lib.schedule import VarScheduler
+
+
+def minibatch_idxs(
+    batch_size: int, minibatch_size: int, device: torch.device
+) -> tuple[torch.Tensor, ...]:
+    """A shuffle of range(batch_size) in batch_size // minibatch_size minibatches of
+    minibatch_size, the last one holding minibatch_size + the leftover."""
+    perm = torch.randperm(batch_size, device=device)
+    return perm.tensor_split(
+        list(range(minibatch_size, batch_size - minibatch_size + 1, minibatch_size))
+    )
 
 
 class PPO(ActorCritic):
@@ -37,7 +54,7 @@ class PPO(ActorCritic):
         batch = self.memory.sample(self.device)
         T, N = batch["rewards"].shape
         obs, actions = flat(batch["obs"]).float(), flat(batch["actions"])
-        with torch.no_grad():
+        with torch.no_grad(), net_util.eval_mode(self.nets):
             mean, log_std, old_v_preds = self.nets.pdparam_value(obs)
             old_log_probs, _ = self.log_prob_entropy(mean, log_std, actions)
             values = self.denorm_v(old_v_preds).view(T, N)
@@ -53,18 +70,18 @@ class PPO(ActorCritic):
         val_coef = float(self.algorithm_spec.get("val_loss_coef", 0.5))
         clip_vloss = bool(self.algorithm_spec.get("clip_vloss"))
         target_kl = self.algorithm_spec.get("target_kl")
+        # absent or null: normalized, as SLM Lab v5's PPO always did
+        normalize_advs = self.algorithm_spec.get("normalize_advs") is not False
         minibatch_size = int(self.algorithm_spec["minibatch_size"])
         batch_size = obs.shape[0]
         losses, entropies = [], []
         for _ in range(int(self.algorithm_spec["training_epoch"])):
-            perm = torch.randperm(batch_size, device=self.device)
-            for start in range(0, batch_size, minibatch_size):
-                idx = perm[start : start + minibatch_size]
+            for idx in minibatch_idxs(batch_size, minibatch_size, self.device):
                 mean, log_std, v_preds = self.nets.pdparam_value(obs[idx])
                 log_probs, entropy = self.log_prob_entropy(mean, log_std, actions[idx])
                 log_ratios = log_probs - old_log_probs[idx]
                 ratios = log_ratios.exp()
-                mb_advs = normalize(advs[idx])
+                mb_advs = normalize(advs[idx]) if normalize_advs else advs[idx]
                 surr1 = ratios * mb_advs
                 surr2 = ratios.clamp(1.0 - eps, 1.0 + eps) * mb_advs
                 policy_loss = -torch.min(surr1, surr2).mean()

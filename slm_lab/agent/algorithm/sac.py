@@ -24,6 +24,10 @@ discrete. target_entropy `auto` is -action_dim
 number in the spec suits tasks that need a near-deterministic policy). `fixed_alpha` turns the
 tuning off.
 
+Modes: the critic step runs the critics in train mode and the actor step the actor; the targets
+(a' ~ pi(.|s'), the target critics), the critics inside the actor step and acting run in eval
+mode (batch norm with its running statistics, which they do not update).
+
 Schedule: the OffPolicy replay schedule; until `training_start_step` frames the agent acts
 uniformly at random. Each gradient step updates the critics (counted as one opt_step) and the
 target critics (`update_type` polyak with `polyak_coef` after every step, or replace every
@@ -215,7 +219,10 @@ class SoftActorCritic(OffPolicy):
     def calc_q_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """y = r + gamma * (1 - terminated) * V_target(s'), with the target critics (no grad)."""
         next_obs = batch["next_obs"].float()
-        with torch.no_grad():
+        with (
+            torch.no_grad(),
+            net_util.eval_mode(self.actor, self.target_q1_net, self.target_q2_net),
+        ):
             next_actions, next_log_probs = self.policy(next_obs)
             next_q1 = self.q_values(self.target_q1_net, next_obs, next_actions)
             next_q2 = self.q_values(self.target_q2_net, next_obs, next_actions)
@@ -245,7 +252,11 @@ class SoftActorCritic(OffPolicy):
         """(actor loss, E_{a~pi}[log pi(a|s)] per sample). Continuous: the gradient reaches the
         actor through the reparametrized action; discrete: through pi in the exact expectation."""
         actions, log_probs = self.policy(obs)
-        with torch.set_grad_enabled(not self.discrete):  # discrete: Q is a constant here
+        # the critics are not stepped here: eval mode, their batch statistics left alone
+        with (
+            torch.set_grad_enabled(not self.discrete),  # discrete: Q is a constant here
+            net_util.eval_mode(self.q1_net, self.q2_net),
+        ):
             self.set_critics_grad(False)  # the gradient flows through Q, not into its weights
             q1 = self.q_values(self.q1_net, obs, actions)
             q2 = self.q_values(self.q2_net, obs, actions)

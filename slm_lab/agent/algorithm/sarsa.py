@@ -13,6 +13,7 @@ import torch
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.config import SARSAConfig
 from slm_lab.agent.algorithm.policy_gradient import flat
+from slm_lab.agent.net import net_util
 from slm_lab.lib import distribution as D
 
 
@@ -38,7 +39,7 @@ class SARSA(Algorithm):
             .gather(-1, actions.unsqueeze(-1))
             .squeeze(-1)
         )
-        with torch.no_grad():
+        with torch.no_grad(), net_util.eval_mode(self.net):
             next_q_all = self.net(flat(batch["next_obs"]).float())[0].view(T, N, -1)
             probs = D.discrete_policy_probs(next_q_all, self.action_policy, self.explore_var.val)
             next_q = (probs * next_q_all).sum(-1)  # expectation, used where a_{t+1} is not known

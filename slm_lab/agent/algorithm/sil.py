@@ -21,6 +21,7 @@ from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.config import PPOSILConfig, SILConfig
 from slm_lab.agent.algorithm.ppo import PPO
 from slm_lab.agent.memory.sil import SILReplay
+from slm_lab.agent.net import net_util
 
 
 class SelfImitation(ActorCritic):
@@ -53,7 +54,7 @@ class SelfImitation(ActorCritic):
         if not self.eval_mode:
             final_values = None
             if np.any(truncateds & ~terminateds):  # cut by a time limit: bootstrap from V(s')
-                with torch.no_grad():
+                with torch.no_grad(), net_util.eval_mode(self.nets):
                     final_values = (
                         self.denorm_v(self.nets.value(self.to_tensor(next_obs).float()))
                         .view(-1)
