@@ -1,5 +1,8 @@
 """Session and trial metrics and graphs, computed as SLM Lab v5 computes them.
 
+A session's rows are a table: column name -> array (`rows_table`, `read_csv`), so the metrics
+need numpy only; matplotlib is imported by the graphs, at the end of a run.
+
 With R_i the total_reward at checkpoint i = 0..N-1 (checkpoints before the first finished
 episode have none and are left out) and B the random policy's mean return:
   s_i = R_i - B; strength = mean(s_i); max_strength = max(s_i); final_strength = s_{N-1}
@@ -18,15 +21,18 @@ the std the sample std, both skipping a session without a return yet at checkpoi
 checkpoint with one return adds its mean and no std); NaN for one session.
 """
 
+import csv
 import math
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")  # headless
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from slm_lab.lib import io
+
+Table = Mapping[str, Any]  # column name -> array-like (a dict of numpy arrays, or a DataFrame)
 
 SESSION_METRICS = (
     "strength",
@@ -37,8 +43,49 @@ SESSION_METRICS = (
     "stability",
 )
 TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
+GRAPH_COLUMNS = ("loss", "entropy", "explore_var", "lr")  # the session graph's panels under returns
 
 
+# -- tables ----------------------------------------------------------------------------------
+def rows_table(rows: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
+    """Checkpoint rows (dicts) as columns; a value a row lacks is NaN."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    return {c: np.array([row.get(c, math.nan) for row in rows], dtype=float) for c in columns}
+
+
+def csv_text(rows: Sequence[Mapping[str, float]], header: bool = True) -> str:
+    """Rows as CSV; NaN (a value not there yet: no finished episode, no training) is empty."""
+    columns = list(rows[0]) if rows else []
+    lines = [",".join(columns)] if header else []
+    lines += [",".join(_csv_value(row.get(c, math.nan)) for c in columns) for row in rows]
+    return "".join(line + "\n" for line in lines)
+
+
+def _csv_value(v: float) -> str:
+    return (
+        ""
+        if isinstance(v, float) and math.isnan(v)
+        else repr(v)
+        if isinstance(v, float)
+        else str(v)
+    )
+
+
+def read_csv(path: Path) -> dict[str, np.ndarray]:
+    """A session_df CSV as columns of floats (an empty cell is NaN)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {
+        c: np.array([float(r[c]) if r[c] != "" else math.nan for r in rows], dtype=float)
+        for c in (rows[0] if rows else {})
+    }
+
+
+def column(table: Table, name: str) -> np.ndarray:
+    return np.asarray(table[name], dtype=float)
+
+
+# -- metrics ---------------------------------------------------------------------------------
 def _ratio(num: float, den: float) -> float:
     return float(num / den) if den != 0 else math.nan
 
@@ -49,49 +96,69 @@ def _efficiency(s: np.ndarray, x: np.ndarray) -> float:
     return _ratio((s[keep] / x[keep]).sum(), s.sum())
 
 
-def session_metrics(df: pd.DataFrame, baseline: float) -> dict[str, float]:
-    frame = float(df["frame"].iloc[-1])
-    df = df.dropna(subset=["total_reward"])
-    if df.empty:
+def session_metrics(table: Table, baseline: float) -> dict[str, float]:
+    frames = column(table, "frame")
+    returns = column(table, "total_reward")
+    has = ~np.isnan(returns)
+    if not has.any():
         return {
-            "frame": frame,
+            "frame": float(frames[-1]),
             "total_reward_ma": math.nan,
             **dict.fromkeys(SESSION_METRICS, math.nan),
         }
-    s = df["total_reward"].to_numpy(dtype=float) - baseline
+    s = returns[has] - baseline
     drops = np.minimum(np.diff(s), 0).sum()
     return {
-        "frame": frame,
-        "total_reward_ma": float(df["total_reward_ma"].iloc[-1]),
+        "frame": float(frames[-1]),
+        "total_reward_ma": float(column(table, "total_reward_ma")[has][-1]),
         "strength": float(s.mean()),
         "max_strength": float(s.max()),
         "final_strength": float(s[-1]),
-        "sample_efficiency": _efficiency(s, df["frame"].to_numpy(dtype=float)),
-        "training_efficiency": _efficiency(s, df["opt_step"].to_numpy(dtype=float)),
+        "sample_efficiency": _efficiency(s, frames[has]),
+        "training_efficiency": _efficiency(s, column(table, "opt_step")[has]),
         "stability": 1 - abs(_ratio(drops, s[:-1].sum())),
     }
 
 
-def consistency(dfs: list[pd.DataFrame], baseline: float) -> float:
-    if len(dfs) < 2:
-        return math.nan
-    aligned = pd.concat(
-        [df.set_index("frame")["total_reward"].rename(j) for j, df in enumerate(dfs)],
+def aligned(tables: Sequence[Table], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(frames every session has, [frame, session] values of column `name` at those frames)."""
+    frames = [column(t, "frame") for t in tables]
+    common = frames[0]
+    for f in frames[1:]:
+        common = common[np.isin(common, f)]
+    values = np.stack(
+        [column(t, name)[np.searchsorted(f, common)] for t, f in zip(tables, frames, strict=True)],
         axis=1,
-        join="inner",
     )
-    s = aligned - baseline
-    # pandas skips NaN: a session without a return yet is left out of that checkpoint's terms
-    return 1 - 2 * _ratio(s.std(axis=1, ddof=1).sum(), s.mean(axis=1).sum())
+    return common, values
 
 
-def trial_metrics(dfs: list[pd.DataFrame], baseline: float) -> dict[str, float]:
-    per_session = pd.DataFrame([session_metrics(df, baseline) for df in dfs])
-    means = per_session.mean()  # skips a session's NaN
+def _nan_stats(values: np.ndarray, ddof: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: mean and std over the values that are not NaN (NaN where there are too few)."""
+    with warnings.catch_warnings():  # all-NaN rows and rows of one value give NaN, as intended
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values, axis=1), np.nanstd(values, axis=1, ddof=ddof)
+
+
+def consistency(tables: Sequence[Table], baseline: float) -> float:
+    if len(tables) < 2:
+        return math.nan
+    _, returns = aligned(tables, "total_reward")
+    # a session without a return yet is left out of that checkpoint's terms
+    mean, std = _nan_stats(returns - baseline, ddof=1)
+    return 1 - 2 * _ratio(np.nansum(std), np.nansum(mean))
+
+
+def trial_metrics(tables: Sequence[Table], baseline: float) -> dict[str, float]:
+    per_session = [session_metrics(t, baseline) for t in tables]
+    means, _ = _nan_stats(
+        np.array([[m[k] for m in per_session] for k in ("total_reward_ma", *SESSION_METRICS)]),
+        ddof=0,
+    )  # a session's NaN is skipped
     return {
-        "frame": float(per_session["frame"].iloc[0]),
-        **{k: float(means[k]) for k in ("total_reward_ma", *SESSION_METRICS)},
-        "consistency": consistency(dfs, baseline),
+        "frame": per_session[0]["frame"],
+        **{k: float(v) for k, v in zip(("total_reward_ma", *SESSION_METRICS), means, strict=True)},
+        "consistency": consistency(tables, baseline),
     }
 
 
@@ -108,36 +175,44 @@ def format_metrics(metrics: dict[str, float]) -> str:
     return " | ".join(parts)
 
 
-def plot_session(df: pd.DataFrame, title: str, path: Path) -> None:
-    cols = [c for c in ("loss", "entropy", "explore_var", "lr") if c in df and df[c].notna().any()]
-    fig, axes = plt.subplots(1 + len(cols), 1, figsize=(8, 3 * (1 + len(cols))), sharex=True)
-    axes = np.atleast_1d(axes)
-    axes[0].plot(df["frame"], df["total_reward"], label="total_reward", alpha=0.5)
-    axes[0].plot(df["frame"], df["total_reward_ma"], label="total_reward_ma")
+# -- graphs ----------------------------------------------------------------------------------
+def _figure(rows: int, height: float) -> Any:
+    """A headless figure (no pyplot, no display): matplotlib loads here, when a run ends."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, height))
+    return fig, np.atleast_1d(fig.subplots(rows, 1, sharex=True))
+
+
+def _save(fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
+
+
+def plot_session(table: Table, title: str, path: Path) -> None:
+    cols = [c for c in GRAPH_COLUMNS if c in table and not np.isnan(column(table, c)).all()]
+    fig, axes = _figure(1 + len(cols), 3 * (1 + len(cols)))
+    frames = column(table, "frame")
+    axes[0].plot(frames, column(table, "total_reward"), label="total_reward", alpha=0.5)
+    axes[0].plot(frames, column(table, "total_reward_ma"), label="total_reward_ma")
     axes[0].legend()
     axes[0].set_title(title)
     for ax, c in zip(axes[1:], cols, strict=True):
-        ax.plot(df["frame"], df[c])
+        ax.plot(frames, column(table, c))
         ax.set_ylabel(c)
     axes[-1].set_xlabel("frame")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
-def plot_trial(dfs: list[pd.DataFrame], title: str, path: Path) -> None:
-    fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+def plot_trial(tables: Sequence[Table], title: str, path: Path) -> None:
+    fig, axes = _figure(2, 7)
     for ax, col in zip(axes, ("total_reward", "total_reward_ma"), strict=True):
-        aligned = pd.concat(
-            [df.set_index("frame")[col].rename(j) for j, df in enumerate(dfs)], axis=1, join="inner"
-        )
-        mean, std = aligned.mean(axis=1), aligned.std(axis=1, ddof=0)
-        ax.plot(aligned.index, mean, label=f"mean of {len(dfs)} sessions")
-        ax.fill_between(aligned.index, mean - std, mean + std, alpha=0.25)
+        frames, values = aligned(tables, col)
+        mean, std = _nan_stats(values, ddof=0)
+        ax.plot(frames, mean, label=f"mean of {len(tables)} sessions")
+        ax.fill_between(frames, mean - std, mean + std, alpha=0.25)
         ax.set_ylabel(col)
         ax.legend()
     axes[0].set_title(title)
     axes[-1].set_xlabel("frame")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)

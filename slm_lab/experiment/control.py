@@ -9,7 +9,6 @@ deterministically, so the rows it produces are the same.
 """
 
 import copy
-import csv
 import math
 import os
 import random
@@ -23,9 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
-from torch.utils.tensorboard import SummaryWriter
 
 from slm_lab.agent.agent import Agent, MetricsTracker, rng_state, set_rng_state
 from slm_lab.agent.net.config import env_seq_len
@@ -136,6 +133,7 @@ class Session:
         self.next_ckpt = self.log_frequency
         self.last_save = time.monotonic()
         self.csv_file: Any = None
+        self.writer: Any = None  # TensorBoard's SummaryWriter, made at the first checkpoint
         self.baseline = baseline_of(spec["env"])
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -201,6 +199,11 @@ class Session:
                 if k in row and not (isinstance(row[k], float) and math.isnan(row[k]))
             )
         )
+        if self.writer is None:
+            # tensorboard loads at the first checkpoint, so the env starts stepping sooner
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.run_dir / "log" / "tb" / self.prefix))
         for k, v in row.items():
             if isinstance(v, int | float) and not math.isnan(v):
                 self.writer.add_scalar(k, v, row["frame"])
@@ -220,11 +223,10 @@ class Session:
     def append_csv(self, row: dict[str, float]) -> None:
         """Append a row; the first call (re)writes the file from all rows so far (after a resume)."""
         if self.csv_file is None:
-            io.write_text(pd.DataFrame(self.tracker.rows).to_csv(index=False), self.df_path())
-            self.csv_file = open(self.df_path(), "a", newline="")  # noqa: SIM115  (kept open for the session)
-            self.csv_writer = csv.DictWriter(self.csv_file, fieldnames=list(row))
+            io.write_text(analysis.csv_text(self.tracker.rows), self.df_path())
+            self.csv_file = open(self.df_path(), "a")  # noqa: SIM115  (kept open for the session)
             return
-        self.csv_writer.writerow(row)
+        self.csv_file.write(analysis.csv_text([row], header=False))
         self.csv_file.flush()
 
     # -- dev-mode checks ---------------------------------------------------------------------
@@ -249,7 +251,6 @@ class Session:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> dict[str, float]:
-        self.writer = SummaryWriter(str(self.run_dir / "log" / "tb" / self.prefix))
         obs = self.env.obs if self.resume and self.load_latest() else self.env.reset()
         agent, env = self.agent, self.env
         while not env.done():
@@ -261,20 +262,21 @@ class Session:
             obs = next_obs
             if env.clock.frame >= self.next_ckpt or env.done():
                 self.checkpoint()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
         if self.csv_file is None:  # resumed after the last checkpoint: no row was appended
-            io.write_text(pd.DataFrame(self.tracker.rows).to_csv(index=False), self.df_path())
+            io.write_text(analysis.csv_text(self.tracker.rows), self.df_path())
         else:
             self.csv_file.close()
         env.close()
         return self.finish()
 
     def finish(self) -> dict[str, float]:
-        df = pd.DataFrame(self.tracker.rows)
-        metrics = analysis.session_metrics(df, self.baseline)
+        table = analysis.rows_table(self.tracker.rows)
+        metrics = analysis.session_metrics(table, self.baseline)
         io.write_json(metrics, self.run_dir / "info" / f"{self.prefix}_session_metrics.json")
         analysis.plot_session(
-            df, self.prefix, self.run_dir / "graph" / f"{self.prefix}_session_graph.png"
+            table, self.prefix, self.run_dir / "graph" / f"{self.prefix}_session_graph.png"
         )
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         logger.info(
@@ -392,7 +394,7 @@ class Trial:
                 f"{pre}: {len(sessions)} of {self.max_session} sessions completed; trial metrics cover those"
             )
         dfs = [
-            pd.read_csv(
+            analysis.read_csv(
                 self.run_dir / "info" / f"{prefix(self.spec, self.trial, s)}_session_df.csv"
             )
             for s in sessions

@@ -19,7 +19,7 @@ DATA_DIR = Path("data")
 RUN_SPEC_SUFFIX = "_spec.json"
 
 
-def _atomic(path: Path, write: Any) -> None:
+def atomic_write(path: Path, write: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -34,7 +34,7 @@ def _atomic(path: Path, write: Any) -> None:
 def save_torch(obj: Any, path: Path) -> None:
     import torch  # imported when used: the CLI reads and writes run folders without it
 
-    _atomic(path, lambda f: torch.save(obj, f))
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def load_torch(path: Path) -> Any:
@@ -44,7 +44,7 @@ def load_torch(path: Path) -> Any:
 
 
 def write_text(text: str, path: Path) -> None:
-    _atomic(path, lambda f: f.write(text.encode()))
+    atomic_write(path, lambda f: f.write(text.encode()))
 
 
 def write_json(obj: Any, path: Path) -> None:

@@ -58,6 +58,6 @@ class ActorCritic(PolicyGradient):
             - self.entropy_coef.val * entropy
             + float(self.algorithm_spec.get("val_loss_coef", 0.5)) * val_loss
         )
-        self.optimize(loss, self.clip_params, self.clip_vals)
+        self.optimize(loss)
         self.entropy = entropy.item()
         return loss.item()

@@ -108,7 +108,9 @@ class Algorithm:
         self.lr_schedulers = [scheduler] if scheduler is not None else []
         loss_spec = spec.get("loss_spec") or {"name": "MSELoss"}
         self.loss_fn = net_util.build_loss({**loss_spec, "reduction": loss_reduction})
-        self.clip_grad_val = spec.get("clip_grad_val")
+        self.grad_step = net_util.GradStep(
+            self.optims, [(self.net_params, spec.get("clip_grad_val"))]
+        )
 
     def memory_arg(self) -> Any:
         """The memory's first constructor argument: on-policy memories take their size."""
@@ -151,31 +153,19 @@ class Algorithm:
         self.explore_var.update(self.clock.frame, self.eval_mode)
 
     def optimize(
-        self,
-        loss: torch.Tensor,
-        param_groups: list[list[torch.nn.Parameter]],
-        clip_grad_vals: list[float | None],
+        self, loss: torch.Tensor, grad_step: net_util.GradStep | None = None, count: bool = True
     ) -> bool:
-        """Backprop `loss` and step every optimizer; skip (with a warning) a non-finite loss.
-
-        Each of `param_groups` (parameter lists built once: walking a module's parameters per
-        step cost more than the clipping) has its gradient norm clipped to its clip value.
-        """
+        """Take `grad_step` (default: the algorithm's `self.grad_step`) on `loss`, counted as an
+        opt_step of the clock when `count`; a non-finite loss is skipped with a warning."""
         if not torch.isfinite(loss):
             warn_rate_limited(
                 "nonfinite_loss",
                 f"skipping an update with non-finite loss {loss.item()} at frame {self.clock.frame}",
             )
             return False
-        for optim in self.optims:
-            optim.zero_grad(set_to_none=True)
-        loss.backward()
-        for params, clip in zip(param_groups, clip_grad_vals, strict=True):
-            if clip is not None:
-                torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
-        for optim in self.optims:
-            optim.step()
-        self.clock.opt_step += 1
+        (grad_step or self.grad_step)(loss)
+        if count:
+            self.clock.opt_step += 1
         return True
 
     @property

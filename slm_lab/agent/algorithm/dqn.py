@@ -50,7 +50,7 @@ class VanillaDQN(OffPolicy):
                 batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q
             )
         loss = self.weighted_mean(self.loss_fn(q_preds, q_targets), batch)
-        if self.optimize(loss, [self.net_params], [self.clip_grad_val]):
+        if self.optimize(loss):
             self.update_priorities(batch, q_preds - q_targets)
             self.update_target()
         return loss.item()

@@ -45,11 +45,12 @@ class PolicyGradient(Algorithm):
             if s is not None
         ]
         if len(self.optims) == 1:  # one optimizer over everything: clip the global gradient norm
-            self.clip_params = [list(self.nets.parameters())]
-            self.clip_vals = [parts[0][1].get("clip_grad_val")]
+            clip_groups = [(list(self.nets.parameters()), parts[0][1].get("clip_grad_val"))]
         else:
-            self.clip_params = [list(net.parameters()) for net, _ in parts]
-            self.clip_vals = [spec.get("clip_grad_val") for _, spec in parts]
+            clip_groups = [
+                (list(net.parameters()), spec.get("clip_grad_val")) for net, spec in parts
+            ]
+        self.grad_step = net_util.GradStep(self.optims, clip_groups)
         self.entropy_coef = VarScheduler(self.algorithm_spec.get("entropy_coef_spec"), default=0.0)
         self.normalize_v_targets = bool(self.algorithm_spec.get("normalize_v_targets"))
         self.v_rms = RunningMeanStd()

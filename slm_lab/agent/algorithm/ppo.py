@@ -95,7 +95,7 @@ class PPO(ActorCritic):
                     val_loss = self.loss_fn(v_preds, v_targets[idx])
                 entropy = entropy.mean()
                 loss = policy_loss - ent_coef * entropy + val_coef * val_loss
-                self.optimize(loss, self.clip_params, self.clip_vals)
+                self.optimize(loss)
                 losses.append(loss.detach())
                 entropies.append(entropy.detach())
             if target_kl is not None:

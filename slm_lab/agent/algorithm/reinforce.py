@@ -23,6 +23,6 @@ class Reinforce(PolicyGradient):
         policy_loss = -(log_probs * returns).mean()
         entropy = entropy.mean()
         loss = policy_loss - self.entropy_coef.val * entropy
-        self.optimize(loss, self.clip_params, self.clip_vals)
+        self.optimize(loss)
         self.entropy = entropy.item()
         return loss.item()

@@ -48,7 +48,7 @@ from slm_lab.agent.net import net_util
 from slm_lab.agent.net.base import Net
 from slm_lab.agent.net.registry import build_net
 from slm_lab.lib import distribution as D
-from slm_lab.lib.util import role_spec, warn_rate_limited
+from slm_lab.lib.util import role_spec
 
 DISCRETE_TARGET_ENTROPY_SCALE = 0.98  # target entropy `auto` for n actions: 0.98 * log(n)
 DEFAULT_POLYAK_COEF = 0.005
@@ -134,8 +134,14 @@ class SoftActorCritic(OffPolicy):
             )
             if s is not None
         ]
-        self.actor_clip = actor_spec.get("clip_grad_val")
-        self.critic_clip = critic_spec.get("clip_grad_val")
+        self.critic_step = net_util.GradStep(
+            [self.critic_optim], [(self.critic_params, critic_spec.get("clip_grad_val"))]
+        )
+        self.actor_step = net_util.GradStep(
+            [self.actor_optim], [(self.actor_params, actor_spec.get("clip_grad_val"))]
+        )
+        if self.tune_alpha:
+            self.alpha_step = net_util.GradStep([self.alpha_optim], [])
         loss_spec = critic_spec.get("loss_spec") or {"name": "MSELoss"}
         self.loss_fn = net_util.build_loss({**loss_spec, "reduction": "none"})
 
@@ -277,40 +283,18 @@ class SoftActorCritic(OffPolicy):
     # -- training ------------------------------------------------------------------------------
     def train_batch(self, batch: dict[str, torch.Tensor]) -> float:
         critic_loss, td_errors = self.calc_critic_loss(batch)
-        if not self.step(critic_loss, self.critic_optim, self.critic_params, self.critic_clip):
+        if not self.optimize(critic_loss, self.critic_step):  # an opt_step of the clock
             return math.nan
-        self.clock.opt_step += 1
         self.update_priorities(batch, td_errors)
         self.update_targets()
         if self.clock.opt_step % self.policy_delay == 0:
             actor_loss, expected_log_probs = self.calc_actor_loss(batch["obs"].float())
-            self.step(actor_loss, self.actor_optim, self.actor_params, self.actor_clip)
+            self.optimize(actor_loss, self.actor_step, count=False)
             if self.tune_alpha:
                 alpha_loss = self.calc_alpha_loss(expected_log_probs)
-                self.step(alpha_loss, self.alpha_optim, [self.log_alpha.value], None)
+                self.optimize(alpha_loss, self.alpha_step, count=False)
             self.entropy = -expected_log_probs.mean().item()
         return critic_loss.item()
-
-    def step(
-        self,
-        loss: torch.Tensor,
-        optim: torch.optim.Optimizer,
-        params: list[nn.Parameter],
-        clip_grad_val: float | None,
-    ) -> bool:
-        """One optimizer's step on `loss`; a non-finite loss is skipped with a warning."""
-        if not torch.isfinite(loss):
-            warn_rate_limited(
-                "nonfinite_loss",
-                f"skipping an update with non-finite loss {loss.item()} at frame {self.clock.frame}",
-            )
-            return False
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip_grad_val is not None:
-            nn.utils.clip_grad_norm_(params, clip_grad_val)
-        optim.step()
-        return True
 
     def update_targets(self) -> None:
         if self.update_type == "polyak":

@@ -49,5 +49,5 @@ class SARSA(Algorithm):
                 batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q
             )
         loss = self.loss_fn(q_preds, q_targets)
-        self.optimize(loss, [self.net_params], [self.clip_grad_val])
+        self.optimize(loss)
         return loss.item()

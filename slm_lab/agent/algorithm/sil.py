@@ -84,7 +84,7 @@ class SelfImitation(ActorCritic):
                 policy_loss = -(log_probs * advs).mean()
                 val_loss = 0.5 * (self.norm_v(returns) - v_preds).clamp(min=0.0).pow(2).mean()
                 loss = self.sil_policy_loss_coef * policy_loss + self.sil_val_loss_coef * val_loss
-                self.optimize(loss, self.clip_params, self.clip_vals)
+                self.optimize(loss)
                 losses.append(loss.detach())
         return torch.stack(losses).mean().item() if losses else 0.0
 
