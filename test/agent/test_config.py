@@ -2,6 +2,9 @@
 
 import subprocess
 import sys
+from pathlib import Path
+
+from conftest import make_spec, write_spec_file
 
 from slm_lab.agent.algorithm.config import ALGORITHM_CONFIGS
 from slm_lab.agent.algorithm.registry import ALGORITHMS
@@ -43,3 +46,28 @@ def test_cli_and_validation_import_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_training_run_imports_no_dynamo_nor_pandas(tmp_path: Path) -> None:
+    """torch.optim would import torch._dynamo (seconds, 170 MB) at the first optimizer; the
+    metrics need no pandas. A PPO and a SAC dev run in one fresh process."""
+    ppo, sac = make_spec("ppo", max_frame=200), make_spec("random", "Pendulum-v1", max_frame=200)
+    sac["agent"] = {
+        "name": "sac",
+        "algorithm": {"name": "SoftActorCritic", "training_start_step": 50},
+        "memory": {"name": "Replay", "batch_size": 16, "max_size": 1000},
+        "net": {"type": "MLPNet", "hid_layers": [16], "clip_grad_val": 1.0},
+    }
+    path = write_spec_file(tmp_path / "s.json", {"ppo": ppo, "sac": sac})
+    code = (
+        "import sys\n"
+        "from slm_lab.cli.main import app\n"
+        "for name in ('ppo', 'sac'):\n"
+        f"    app(['run', {str(path)!r}, name, 'dev', '--log-level', 'ERROR'], standalone_mode=False)\n"
+        "print([m for m in ('torch._dynamo', 'pandas') if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert len(list((tmp_path / "data").iterdir())) == 2
