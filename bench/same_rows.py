@@ -10,8 +10,8 @@ row and exits non-zero on any difference. To check a refactor, record with the o
     uv run python bench/same_rows.py record bench/out/rows_new.json
     uv run python bench/same_rows.py compare bench/out/rows_old.json bench/out/rows_new.json
 
-Specs with ${vars} run with -s env=CartPole-v1 (Pendulum-v1 for continuous-only algorithms is not
-needed: the shipped templates are PPO's).
+Specs with ${vars} run with -s env=CartPole-v1 -s max_frame=2e5 (the shipped templates are
+PPO's). A recording that exists already is continued: specs it holds are not run again.
 """
 
 import json
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARK_DIR = ROOT / "slm_lab" / "spec" / "benchmark"
 CHECKPOINTS = 20
 SEED = 1234
-TEMPLATE_VARS = {"env": "CartPole-v1"}
+TEMPLATE_VARS = {"env": "CartPole-v1", "max_frame": "2e5"}
 WALL_CLOCK_COLUMNS = ("wall_t", "fps")
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
@@ -75,9 +75,9 @@ def record(
     only: Annotated[str | None, typer.Option(help="only spec names containing this")] = None,
 ) -> None:
     """Run every benchmark spec's first checkpoints and write their rows to OUT (JSON)."""
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
     for spec_file, name in spec_names():
-        if only and only not in name:
+        if (only and only not in name) or f"{spec_file}:{name}" in results:
             continue
         start = time.perf_counter()
         results[f"{spec_file}:{name}"] = session_rows(spec_file, name, checkpoints)
