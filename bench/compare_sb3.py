@@ -165,14 +165,14 @@ def run_session(
     from slm_lab.spec import spec_util
 
     log_setup.setup("WARNING")
-    spec_util.validate(spec, spec["name"])
+    config = spec_util.validate(spec, spec["name"])
     with tempfile.TemporaryDirectory(prefix="slm_lab_vs_sb3_") as tmp:
         run_dir = Path(tmp)
         for sub in ("info", "graph", "log", "model"):
             (run_dir / sub).mkdir()
         pre = before() if before is not None else {}
         session = Session(
-            spec, run_dir, trial=0, session=0, dev=False, resume=False, render=False, threads=1
+            config, run_dir, trial=0, session=0, dev=False, resume=False, render=False, threads=1
         )
         post = built(session) if built is not None else {}
         start = time.perf_counter()

@@ -46,7 +46,7 @@ def session_rows(spec_file: str, spec_name: str, checkpoints: int) -> list[dict[
 
     from slm_lab.experiment.control import Session
     from slm_lab.lib import logger as log_setup
-    from slm_lab.spec import spec_util
+    from slm_lab.spec import schema, spec_util
 
     torch.set_num_threads(1)
     log_setup.setup("WARNING")
@@ -60,7 +60,7 @@ def session_rows(spec_file: str, spec_name: str, checkpoints: int) -> list[dict[
         run_dir = Path(tmp)
         for sub in ("info", "graph", "log", "model"):
             (run_dir / sub).mkdir()
-        session = Session(spec, run_dir, trial=0, session=0, threads=1)
+        session = Session(schema.load(spec), run_dir, trial=0, session=0, threads=1)
         session.run()
         return [
             {k: v for k, v in row.items() if k not in WALL_CLOCK_COLUMNS}

@@ -12,8 +12,16 @@ import pytest
 from loguru import logger
 from typer.testing import CliRunner, Result
 
+from slm_lab.agent.agent import Agent
+from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.net.config import NetConfig, NetSpec, parse_net
 from slm_lab.cli.main import app
+from slm_lab.env.config import EnvConfig
+from slm_lab.env.vec_env import VecEnv
 from slm_lab.lib import logger as log_setup
+from slm_lab.lib.config import parse
+from slm_lab.lib.schedule import ScheduleConfig
+from slm_lab.spec import schema
 
 SMALL_NET = {
     "type": "MLPNet",
@@ -126,6 +134,34 @@ def make_spec(
     }
 
 
+# -- typed configs from the plain dicts tests write ------------------------------------------------
+def load(spec: dict[str, Any]) -> schema.Spec:
+    return schema.load(copy.deepcopy(spec), "test")
+
+
+def net_config(net: dict[str, Any]) -> NetConfig:
+    return parse(NetConfig, net, "agent.net")
+
+
+def net_spec(net: dict[str, Any]) -> NetSpec:
+    return parse_net(net, "agent.net")
+
+
+def schedule(spec: dict[str, Any]) -> ScheduleConfig:
+    return parse(ScheduleConfig, spec, "schedule")
+
+
+def make_env(env: dict[str, Any], seed: int = 0, gamma: float = 0.99, **kwargs: Any) -> VecEnv:
+    return VecEnv(parse(EnvConfig, env, "env"), seed, gamma, **kwargs)
+
+
+def make_algorithm(spec: dict[str, Any], seed: int = 0) -> Algorithm:
+    """The algorithm of a spec (agent and env sections), on its env, seeded as a session is."""
+    typed = load(spec)
+    env = VecEnv(typed.env, seed, typed.agent.algorithm.gamma)
+    return Agent(typed.agent, env).algorithm
+
+
 def write_spec_file(path: Path, specs: dict[str, Any]) -> Path:
     """Write `{spec_name: spec}` as JSON (or the raw text if `specs` is a str)."""
     path.write_text(specs if isinstance(specs, str) else json.dumps(specs, indent=2))
@@ -184,7 +220,7 @@ BAD_SPECS: dict[str, tuple[dict[str, Any], str]] = {
         {"agent.algorithm.clip_vlos": True},
         "agent.algorithm.clip_vlos: unknown key; did you mean clip_vloss?",
     ),
-    "wrong_type": ({"env.num_envs": "four"}, "env.num_envs: expected int or null, got 'four'"),
+    "wrong_type": ({"env.num_envs": "four"}, "env.num_envs: expected int, got 'four'"),
     "negative_max_frame": ({"env.max_frame": -100}, "env.max_frame: must be > 0, got -100"),
     "zero_max_frame": ({"env.max_frame": 0}, "env.max_frame: must be > 0, got 0"),
     "unresolved_var": (

@@ -1,5 +1,6 @@
 """Agent: an algorithm (with its nets and memory) and the metrics it reports."""
 
+import copy
 import math
 import random
 from typing import Any
@@ -8,27 +9,58 @@ import numpy as np
 import torch
 
 from slm_lab.agent.algorithm.registry import ALGORITHMS
+from slm_lab.agent.config import AgentConfig
 from slm_lab.agent.net import net_util
 from slm_lab.env.vec_env import VecEnv
 
 
 class Agent:
-    def __init__(self, agent_spec: dict[str, Any], env: VecEnv) -> None:
-        device = net_util.get_device((agent_spec.get("net") or {}).get("gpu", "auto"))
-        self.algorithm = ALGORITHMS[agent_spec["algorithm"]["name"]](agent_spec, env, device)
-        self.env = env
+    """What a session trains, measures and checkpoints: an algorithm with its nets and memory.
 
-    def act(self, obs: Any) -> Any:
-        return self.algorithm.act(obs)
+    `act(obs) -> actions` and `update(transition)` are the algorithm's own (bound once: they
+    run every env step); the rest is what the session, enjoy and checkpoints use.
+    """
 
-    def update(
-        self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminateds: Any, truncateds: Any
-    ) -> None:
-        self.algorithm.update(obs, actions, rewards, next_obs, terminateds, truncateds)
+    def __init__(self, config: AgentConfig, env: VecEnv) -> None:
+        device = net_util.get_device(config.net.base.gpu if config.net is not None else False)
+        self.algorithm = ALGORITHMS[config.algorithm.name](config, env, device)
+        self.act = self.algorithm.act
+        self.update = self.algorithm.update
+
+    def metrics(self) -> dict[str, float]:
+        """The algorithm's values for a checkpoint row (loss, lr, entropy, ...)."""
+        return self.algorithm.metrics()
+
+    def model_state(self) -> dict[str, Any]:
+        """A copy of the nets' weights: what acting needs."""
+        return copy.deepcopy({k: m.state_dict() for k, m in self.algorithm.modules().items()})
+
+    def load_model(self, nets_state: dict[str, Any]) -> None:
+        self.algorithm.load_weights(nets_state)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything training needs to continue exactly (nets, optimizers, memory, ...)."""
+        return self.algorithm.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.algorithm.load_state_dict(state)
+
+    def episodes_restarted(self) -> None:
+        """A resume restarted the env's episodes: stored episodes in progress end there."""
+        self.algorithm.episodes_restarted()
 
     def set_eval(self) -> None:
+        """Act greedily-or-as-trained for evaluation: schedules at their end values, no updates."""
         self.algorithm.eval_mode = True
         self.algorithm.update_schedules()
+
+    def nonfinite_param(self) -> str | None:
+        """The name of a parameter with a non-finite value, if any (a dev-mode check)."""
+        for name, module in self.algorithm.modules().items():
+            for pname, p in module.named_parameters():
+                if not torch.isfinite(p).all():
+                    return f"{name}.{pname}"
+        return None
 
 
 class MetricsTracker:
@@ -61,7 +93,7 @@ class MetricsTracker:
             "fps": fps,
             "total_reward": total_reward,
             "total_reward_ma": sum(recent) / len(recent) if recent else math.nan,
-            **self.agent.algorithm.metrics(),
+            **self.agent.metrics(),
         }
         self.rows.append(row)
         return row

@@ -151,9 +151,10 @@ def run(
         _fail(str(e))
 
     from slm_lab.experiment import control  # torch: after the input is known to be good
+    from slm_lab.spec import schema
 
     if base == "enjoy":
-        result = control.enjoy(spec, run_dir, episodes, render)
+        result = control.enjoy(schema.load(spec), run_dir, episodes, render)
         typer.echo(
             f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
         )
@@ -164,7 +165,12 @@ def run(
     log_setup.add_file(str(run_dir / "log" / "run.log"), log_level)
     logger.info(f"{'resuming' if resume else 'running'} {spec['name']} ({mode}) in {run_dir}")
     trial = control.Trial(
-        spec, run_dir, dev=(base == "dev"), resume=resume, render=render, log_level=log_level
+        schema.load(spec),  # typed, now that the run's seed is in it
+        run_dir,
+        dev=(base == "dev"),
+        resume=resume,
+        render=render,
+        log_level=log_level,
     )
     metrics = trial.run()
     if metrics is None:

@@ -1,26 +1,53 @@
-"""The env spec keys SLM Lab reads (torch-free); every other key of `env` goes to gymnasium.make.
+"""The `env` section of a spec, torch-free: the keys SLM Lab reads; every other key is the env's
+own argument, passed to `gymnasium.make`."""
 
-Types: int, float (int or float), bool, str, list, dict, any; a trailing '?' allows null.
-"""
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from typing import Any
-
-ENV: dict[str, str] = {
-    "name": "str",
-    "num_envs": "int?",
-    "max_t": "int?",
-    "max_frame": "float",
-    "normalize_obs": "bool?",
-    "normalize_reward": "bool?",
-    "clip_obs": "float?",
-    "clip_reward": "any",
-    "reward_scale": "float?",
-    "action_repeat": "int?",
-    "life_loss_info": "bool?",
-    "vectorization_mode": "str?",
-}
+from slm_lab.lib.config import Config, SpecError, key
 
 
-def env_kwargs(env_spec: dict[str, Any]) -> dict[str, Any]:
-    """The keys of an env spec that are the env's own arguments (passed to gymnasium.make)."""
-    return {k: v for k, v in env_spec.items() if k not in ENV}
+@dataclass(frozen=True)
+class EnvConfig(Config):
+    EXTRA = "kwargs"
+    DEPRECATED = {"frame_op": None, "frame_op_len": None}
+
+    name: str = key(
+        doc="a Gymnasium env id; `module:EnvId` imports `module` (your package) first",
+        required=True,
+    )
+    max_frame: int = key(
+        doc="frames to train, over all envs together (e.g. 2e5)", required=True, gt=0
+    )
+    num_envs: int = key(1, "copies of the env stepped together as one vector env", gt=0)
+    max_t: int | None = key(None, "episode step limit (null: the env's own)", gt=0)
+    normalize_obs: bool = key(False, "normalize observations by running mean and std")
+    normalize_reward: bool = key(
+        False, "scale rewards by the running std of the discounted return (gamma of the agent)"
+    )
+    clip_obs: float | None = key(
+        None, "clip (normalized) observations to [-clip_obs, clip_obs]", gt=0
+    )
+    clip_reward: float | list[float] | bool | None = key(
+        None, "clip the rewards the agent learns from: c for [-c, c], or [lo, hi]; false: off"
+    )
+    reward_scale: float | None = key(None, "multiply the rewards the agent learns from", gt=0)
+    action_repeat: int = key(1, "repeat each action this many env steps, summing rewards", gt=0)
+    life_loss_info: bool = key(False, "Atari: an episode's life loss ends it for training")
+    vectorization_mode: Literal["sync", "async"] = key(
+        "sync", "sync: envs step in the session's process; async: one process each"
+    )
+    kwargs: dict[str, Any] = key({}, "every other key of `env`: the env's own arguments")
+
+    def check(self, path: str) -> None:
+        clip = self.clip_reward
+        if clip is True or (isinstance(clip, list) and len(clip) != 2):
+            raise SpecError(f"{path}.clip_reward: expected c, [lo, hi] or false, got {clip!r}")
+
+    @property
+    def reward_clip(self) -> tuple[float, float] | None:
+        """(lo, hi) of clip_reward, or None when the rewards are not clipped."""
+        clip = self.clip_reward
+        if clip is None or clip is False:
+            return None
+        return (clip[0], clip[1]) if isinstance(clip, list) else (-clip, clip)

@@ -18,8 +18,9 @@ from gymnasium.wrappers import vector as vw
 
 from slm_lab.env import state as env_state
 from slm_lab.env.clock import Clock
-from slm_lab.env.config import env_kwargs
+from slm_lab.env.config import EnvConfig
 from slm_lab.env.spaces import is_bounded, wrap_spaces
+from slm_lab.env.transition import Transition
 from slm_lab.env.wrappers import ActionRepeat, ObsNormalizer
 
 EPISODE_STATS_WINDOW = 100  # total_reward is the mean return of up to this many recent episodes
@@ -64,55 +65,48 @@ class VecEnv:
 
     def __init__(
         self,
-        env_spec: dict[str, Any],
+        config: EnvConfig,
         seed: int,
-        gamma: float = 0.99,
+        gamma: float,
         render: bool = False,
         seq_len: int | None = None,
     ) -> None:
-        self.name: str = env_spec["name"]
-        self.num_envs: int = int(env_spec.get("num_envs") or 1)
-        self.max_frame: int = int(env_spec["max_frame"])
-        self.max_t: int | None = int(env_spec["max_t"]) if env_spec.get("max_t") else None
+        """`gamma`: the agent's discount, which reward normalization's return uses."""
+        self.name = config.name
+        self.num_envs = config.num_envs
+        self.max_frame = config.max_frame
+        self.max_t = config.max_t
         self.seed = seed
         make = partial(
             _make_one,
             self.name,
             self.max_t,
-            env_kwargs(env_spec),
-            int(env_spec.get("action_repeat") or 1),
+            config.kwargs,
+            config.action_repeat,
             "human" if render else None,
             seq_len,
         )
-        vec_cls = AsyncVectorEnv if env_spec.get("vectorization_mode") == "async" else SyncVectorEnv
+        vec_cls = AsyncVectorEnv if config.vectorization_mode == "async" else SyncVectorEnv
         vec: gym.vector.VectorEnv = vec_cls(
             [make] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP
         )
         # episode statistics first: returns are measured before any reward transform
         self.reward_norm: vw.NormalizeReward | None = None
         vec = self.stats = vw.RecordEpisodeStatistics(vec, buffer_length=EPISODE_STATS_WINDOW)
-        if env_spec.get("reward_scale") not in (None, 1, 1.0):
-            scale = float(env_spec["reward_scale"])
+        if config.reward_scale not in (None, 1.0):
+            scale = config.reward_scale
             vec = vw.TransformReward(vec, lambda r: r * scale)
-        if env_spec.get("normalize_reward"):
+        if config.normalize_reward:
             vec = self.reward_norm = vw.NormalizeReward(vec, gamma=gamma)
-        clip_reward = env_spec.get("clip_reward")
-        if clip_reward is not None and clip_reward is not False:
-            lo, hi = (
-                clip_reward
-                if isinstance(clip_reward, list | tuple)
-                else (-clip_reward, clip_reward)
-            )
+        if config.reward_clip is not None:
+            lo, hi = config.reward_clip
             vec = vw.ClipReward(vec, min_reward=lo, max_reward=hi)
         self.vec = vec
         self.observation_space = vec.single_observation_space
         self.action_space = vec.single_action_space
         self.is_discrete = isinstance(self.action_space, gym.spaces.Discrete)
-        clip_obs = env_spec.get("clip_obs")
         self.obs_norm = ObsNormalizer(
-            self.observation_space.shape,
-            bool(env_spec.get("normalize_obs")),
-            float(clip_obs) if clip_obs else None,
+            self.observation_space.shape, config.normalize_obs, config.clip_obs
         )
         self.clock = Clock(self.max_frame, self.num_envs)
         self.vec.action_space.seed(seed)
@@ -123,14 +117,13 @@ class VecEnv:
         self._obs = self.obs_norm(obs)
         return self._obs
 
-    def step(
-        self, actions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Returns (next_obs, rewards, terminateds, truncateds, real_next_obs).
+    def step(self, actions: np.ndarray) -> Transition:
+        """Step every env with `actions` taken in `self.obs`; returns the transitions.
 
-        next_obs is what the agent acts on next (a reset obs where an episode ended);
-        real_next_obs is the true successor of each transition (the final obs where one ended).
+        A transition's next_obs is its true successor (the final obs where an episode ended);
+        `self.obs` becomes what the agent acts on next (a reset obs where an episode ended).
         """
+        acted_on = self._obs
         obs, rewards, terminateds, truncateds, info = self.vec.step(actions)
         dones = terminateds | truncateds
         num_done = int(dones.sum())
@@ -144,7 +137,9 @@ class VecEnv:
             real_next_obs[mask] = self.obs_norm(final[mask], update=False)
         self.clock.tick(num_done)
         self._obs = next_obs
-        return next_obs, rewards.astype(np.float32), terminateds, truncateds, real_next_obs
+        return Transition(
+            acted_on, actions, rewards.astype(np.float32), real_next_obs, terminateds, truncateds
+        )
 
     @property
     def obs(self) -> np.ndarray:

@@ -8,7 +8,6 @@ more than the training on small nets. Resume restarts from the last write and re
 deterministically, so the rows it produces are the same.
 """
 
-import copy
 import math
 import os
 import random
@@ -26,15 +25,15 @@ import torch
 
 from slm_lab.agent.agent import Agent, MetricsTracker, rng_state, set_rng_state
 from slm_lab.agent.net.config import env_seq_len
-from slm_lab.env.config import env_kwargs
+from slm_lab.env.config import EnvConfig
 from slm_lab.env.vec_env import VecEnv
 from slm_lab.experiment import analysis
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
 from slm_lab.spec import random_baseline
+from slm_lab.spec.schema import Spec
 
-DEFAULT_LOG_FREQUENCY = 10000
 ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training session
 SAVE_INTERVAL_S = (
     10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
@@ -62,28 +61,23 @@ def session_seed(base: int, trial: int, session: int) -> int:
     return int(np.random.SeedSequence([base, trial, session]).generate_state(1)[0])
 
 
-def prefix(spec: dict[str, Any], trial: int, session: int | None = None) -> str:
-    return f"{spec['name']}_t{trial}" + ("" if session is None else f"_s{session}")
+def prefix(spec: Spec, trial: int, session: int | None = None) -> str:
+    return f"{spec.name}_t{trial}" + ("" if session is None else f"_s{session}")
 
 
-def num_threads(spec: dict[str, Any]) -> int:
-    """Torch threads per session process: `meta.num_threads`, default 1.
-
-    More than one thread per process only pays for large nets, and on a machine whose cores
-    are shared (parallel sessions, other runs) oversubscription made training up to 10x slower.
-    """
-    return int(spec["meta"].get("num_threads") or 1)
-
-
-def baseline_of(env_spec: dict[str, Any]) -> float:
+def baseline_of(env: EnvConfig) -> float:
     """The random policy's mean return on the env as the spec sets it up."""
-    max_t = env_spec.get("max_t")
-    return random_baseline.get(
-        env_spec["name"],
-        env_kwargs(env_spec),
-        int(max_t) if max_t else None,
-        int(env_spec.get("action_repeat") or 1),
-    )
+    return random_baseline.get(env.name, env.kwargs, env.max_t, env.action_repeat)
+
+
+def build(spec: Spec, seed: int, render: bool = False) -> tuple[VecEnv, Agent]:
+    """A session's env and agent, with Python, numpy and torch seeded from `seed` first: the
+    same construction for training and enjoy."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    env = VecEnv(spec.env, seed, spec.agent.algorithm.gamma, render, env_seq_len(spec.agent.net))
+    return env, Agent(spec.agent, env)
 
 
 def ckpt_paths(run_dir: Path, pre: str, tag: str) -> tuple[Path, Path]:
@@ -96,7 +90,7 @@ def ckpt_paths(run_dir: Path, pre: str, tag: str) -> tuple[Path, Path]:
 class Session:
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: Spec,
         run_dir: Path,
         trial: int,
         session: int,
@@ -111,20 +105,15 @@ class Session:
         self.prefix = prefix(spec, trial, session)
         self.dev = dev
         self.resume = resume
-        self.seed = session_seed(int(spec["meta"]["random_seed"]), trial, session)
-        self.log_frequency = int(spec["meta"].get("log_frequency") or DEFAULT_LOG_FREQUENCY)
+        self.seed = session_seed(spec.meta.random_seed, trial, session)
+        self.log_frequency = spec.meta.log_frequency
         # Flush denormal floats to zero. Adam's moment estimates of weights whose gradient stays
         # zero (dead ReLU units) decay into the denormal range, where x86 arithmetic is many times
         # slower: a fused Adam step on a 2x256 MLP took 464 us with 18% of exp_avg denormal and
         # 179 us flushed. Values below 1.2e-38 are zero to any learning rule here.
         torch.set_flush_denormal(True)
         torch.set_num_threads(threads)  # after the flush: pool threads start with it set
-        random.seed(self.seed)
-        np.random.seed(self.seed % 2**32)
-        torch.manual_seed(self.seed)
-        gamma = float(spec["agent"]["algorithm"].get("gamma", 0.99))
-        self.env = VecEnv(spec["env"], self.seed, gamma, render, env_seq_len(spec["agent"]))
-        self.agent = Agent(spec["agent"], self.env)
+        self.env, self.agent = build(spec, self.seed, render)
         self.tracker = MetricsTracker(self.env, self.agent)
         self.best = -math.inf
         self.best_model: dict[str, Any] | None = (
@@ -134,16 +123,14 @@ class Session:
         self.last_save = time.monotonic()
         self.csv_file: Any = None
         self.writer: Any = None  # TensorBoard's SummaryWriter, made at the first checkpoint
-        self.baseline = baseline_of(spec["env"])
+        self.baseline = baseline_of(spec.env)
 
     # -- checkpoints -------------------------------------------------------------------------
     def model_snapshot(self) -> dict[str, Any]:
         """What acting needs: the nets' weights and the observation normalizer's statistics."""
         rms = self.env.obs_norm.rms
         return {
-            "nets": copy.deepcopy(
-                {k: m.state_dict() for k, m in self.agent.algorithm.modules().items()}
-            ),
+            "nets": self.agent.model_state(),
             "obs_rms": None
             if rms is None
             else {
@@ -161,7 +148,7 @@ class Session:
         model_path, state_path = ckpt_paths(self.run_dir, self.prefix, "latest")
         io.save_torch(self.model_snapshot(), model_path)
         state = {
-            "algorithm": self.agent.algorithm.state_dict(),
+            "agent": self.agent.state_dict(),
             "env": self.env.state_dict(),
             "tracker": self.tracker.state_dict(),
             "rng": rng_state(),
@@ -177,12 +164,12 @@ class Session:
             return False
         state = io.load_torch(state_path)
         exact = self.env.load_state_dict(state["env"])
-        self.agent.algorithm.load_state_dict(state["algorithm"])
+        self.agent.load_state_dict(state["agent"])
         self.tracker.load_state_dict(state["tracker"])
         set_rng_state(state["rng"])
         self.next_ckpt, self.best = state["next_ckpt"], state["best"]
         if not exact:
-            self.agent.algorithm.episodes_restarted()
+            self.agent.episodes_restarted()
         logger.info(
             f"{self.prefix} resumed at frame {self.env.clock.frame}"
             + ("" if exact else " (env simulation state is native: episodes in progress restart)")
@@ -242,24 +229,21 @@ class Session:
             )
 
     def dev_check_params(self) -> None:
-        for name, module in self.agent.algorithm.modules().items():
-            for pname, p in module.named_parameters():
-                if not torch.isfinite(p).all():
-                    raise FloatingPointError(
-                        f"dev check: non-finite parameter {name}.{pname} at frame {self.env.clock.frame}"
-                    )
+        if bad := self.agent.nonfinite_param():
+            raise FloatingPointError(
+                f"dev check: non-finite parameter {bad} at frame {self.env.clock.frame}"
+            )
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> dict[str, float]:
-        obs = self.env.obs if self.resume and self.load_latest() else self.env.reset()
+        if not (self.resume and self.load_latest()):
+            self.env.reset()
         agent, env = self.agent, self.env
         while not env.done():
-            actions = agent.act(obs)
-            next_obs, rewards, terminateds, truncateds, real_next_obs = env.step(actions)
+            t = env.step(agent.act(env.obs))
             if self.dev:
-                self.dev_check_step(next_obs, actions, rewards)
-            agent.update(obs, actions, rewards, real_next_obs, terminateds, truncateds)
-            obs = next_obs
+                self.dev_check_step(env.obs, t.actions, t.rewards)
+            agent.update(t)
             if env.clock.frame >= self.next_ckpt or env.done():
                 self.checkpoint()
         if self.writer is not None:
@@ -290,7 +274,7 @@ class SessionFailed(Exception):
 
 
 def run_session(
-    spec: dict[str, Any],
+    spec: Spec,
     run_dir: str,
     trial: int,
     session: int,
@@ -329,7 +313,7 @@ class Trial:
 
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: Spec,
         run_dir: Path,
         trial: int = 0,
         dev: bool = False,
@@ -339,11 +323,11 @@ class Trial:
     ) -> None:
         self.spec, self.run_dir, self.trial = spec, run_dir, trial
         self.dev, self.resume, self.render, self.log_level = dev, resume, render, log_level
-        self.max_session = 1 if dev else int(spec["meta"].get("max_session") or 1)
+        self.max_session = 1 if dev else spec.meta.max_session
         self.errors: dict[int, str] = {}  # session index -> its error's last line
 
     def run(self) -> dict[str, float] | None:
-        threads = num_threads(self.spec)
+        threads = self.spec.meta.num_threads
         args = [
             (
                 self.spec,
@@ -399,7 +383,7 @@ class Trial:
             )
             for s in sessions
         ]
-        metrics = analysis.trial_metrics(dfs, baseline_of(self.spec["env"]))
+        metrics = analysis.trial_metrics(dfs, baseline_of(self.spec.env))
         metrics_path = self.run_dir / "info" / f"{pre}_trial_metrics.json"
         io.write_json(metrics, metrics_path)
         graph_path = self.run_dir / "graph" / f"{pre}_trial_graph.png"
@@ -410,7 +394,7 @@ class Trial:
 
 
 def enjoy(
-    spec: dict[str, Any], run_dir: Path, episodes: int, render: bool, session: int = 0
+    spec: Spec, run_dir: Path, episodes: int, render: bool, session: int = 0
 ) -> dict[str, float]:
     """Replay the best checkpoint of a session without training; writes to its own folder."""
     pre = prefix(spec, 0, session)
@@ -418,21 +402,17 @@ def enjoy(
     if not model_path.exists():
         model_path, _ = ckpt_paths(run_dir, pre, "latest")
     model = io.load_torch(model_path)
-    seed = session_seed(
-        int(spec["meta"]["random_seed"]), ENJOY_TRIAL_INDEX, session
-    )  # fresh episodes
-    gamma = float(spec["agent"]["algorithm"].get("gamma", 0.99))
-    env = VecEnv(spec["env"], seed, gamma, render, env_seq_len(spec["agent"]))
+    seed = session_seed(spec.meta.random_seed, ENJOY_TRIAL_INDEX, session)  # fresh episodes
+    env, agent = build(spec, seed, render)
     if model["obs_rms"] is not None:
         for k, v in model["obs_rms"].items():
             setattr(env.obs_norm.rms, k, v.numpy() if isinstance(v, torch.Tensor) else v)
     env.obs_norm.update_running_mean = False
-    agent = Agent(spec["agent"], env)
-    agent.algorithm.load_weights(model["nets"])
+    agent.load_model(model["nets"])
     agent.set_eval()
-    obs = env.reset()
+    env.reset()
     while env.clock.epi < episodes:
-        obs, *_ = env.step(agent.act(obs))
+        env.step(agent.act(env.obs))
     returns = list(env.stats.return_queue)[-episodes:]
     env.close()
     result = {

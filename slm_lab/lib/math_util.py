@@ -12,10 +12,13 @@ Conventions shared by every function here:
 import torch
 
 
-def calc_returns(rewards: torch.Tensor, dones: torch.Tensor, gamma: float) -> torch.Tensor:
-    """Monte-Carlo discounted returns, reset at every episode end (no bootstrap)."""
+def calc_returns(
+    rewards: torch.Tensor, dones: torch.Tensor, gamma: float, bootstrap: float = 0.0
+) -> torch.Tensor:
+    """Monte-Carlo discounted returns R_t = r_t + gamma * (1 - done_t) * R_{t+1}, reset at
+    every episode end; `bootstrap` is R after the last step (a value estimate, or 0)."""
     returns = torch.empty_like(rewards)
-    future = torch.zeros_like(rewards[0])
+    future = torch.full_like(rewards[0], bootstrap)
     not_dones = 1.0 - dones.float()
     for t in reversed(range(rewards.shape[0])):
         future = rewards[t] + gamma * future * not_dones[t]

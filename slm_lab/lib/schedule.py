@@ -5,6 +5,10 @@ spec: {name: no_decay|linear_decay|rate_decay|periodic_decay, start_val, end_val
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from slm_lab.lib.config import Config, key
 
 SCHEDULE_NAMES = ("no_decay", "linear_decay", "rate_decay", "periodic_decay")
 RATE_DECAY_FACTOR = 0.9  # rate_decay: multiply by this every decay period
@@ -65,21 +69,34 @@ SCHEDULES: dict[str, Callable[..., float]] = {
 }
 
 
+@dataclass(frozen=True)
+class ScheduleConfig(Config):
+    """A value that follows a schedule over frames (explore_var_spec, clip_eps_spec, ...)."""
+
+    name: Literal["no_decay", "linear_decay", "rate_decay", "periodic_decay"] = key(
+        doc="the schedule's shape", required=True
+    )
+    start_val: float = key(doc="value up to start_step", required=True)
+    end_val: float | None = key(None, "value from end_step on (default: start_val)")
+    start_step: int = key(0, "frame where the schedule starts", ge=0)
+    end_step: int = key(0, "frame where it reaches end_val", ge=0)
+
+
 class VarScheduler:
     """A scalar that follows its schedule as the frame count grows.
 
     In eval/enjoy (`eval_mode=True`) it returns end_val, the value training converged to.
     """
 
-    def __init__(self, spec: dict | None, default: float = math.nan) -> None:
-        spec = spec or {"name": "no_decay", "start_val": default, "end_val": default}
-        self.fn = SCHEDULES[spec["name"]]
-        self.start_val = float(spec["start_val"])
-        self.end_val = float(spec.get("end_val", self.start_val))
-        if spec["name"] == "no_decay":
+    def __init__(self, config: ScheduleConfig | None, default: float = math.nan) -> None:
+        config = config or ScheduleConfig(name="no_decay", start_val=default)
+        self.fn = SCHEDULES[config.name]
+        self.start_val = config.start_val
+        self.end_val = self.start_val if config.end_val is None else config.end_val
+        if config.name == "no_decay":
             self.end_val = self.start_val
-        self.start_step = int(spec.get("start_step", 0) or 0)
-        self.end_step = int(spec.get("end_step", 0) or 0)
+        self.start_step = config.start_step
+        self.end_step = config.end_step
         self.val = self.start_val
 
     def update(self, frame: int, eval_mode: bool = False) -> float:

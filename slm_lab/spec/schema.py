@@ -1,67 +1,37 @@
-"""The spec key set: the run-level sections (top, agent, meta, schedules, search) and, from each
-component's torch-free config module, the algorithm, memory, net and env keys; plus the v5 keys
-kept only for compatibility.
+"""A whole spec, typed: `load(spec)` checks every section against the components' declared
+configs and returns a `Spec`, the one object the rest of SLM Lab reads (torch-free).
 
-Types: int, float (int or float), bool, str, list, dict, any; a trailing '?' allows null.
+The sections: `agent` (`algorithm` by its name, `memory` by its name, `net` and `critic_net`
+with their actor_/critic_ keys), `env`, `meta`, and an optional `search`. The checks that need
+the env itself (its spaces) are in spec_util.validate.
 """
 
-from slm_lab.agent.algorithm.config import ALGORITHM  # noqa: F401  (re-exported)
-from slm_lab.agent.memory.config import MEMORY  # noqa: F401
-from slm_lab.agent.net.config import NET, NET_ROLE_KEYS  # noqa: F401
-from slm_lab.env.config import ENV  # noqa: F401
+from dataclasses import dataclass
+from typing import Any
 
-SCHEDULE_KEYS = {
-    "name": "str",
-    "start_val": "float",
-    "end_val": "float?",
-    "start_step": "float?",
-    "end_step": "float?",
-}
+from slm_lab.agent.algorithm.config import (
+    ALGORITHM_CONFIGS,
+    AlgorithmConfig,
+    PPOConfig,
+    SoftActorCriticConfig,
+    readers,
+)
+from slm_lab.agent.config import AgentConfig
+from slm_lab.agent.memory.config import (
+    MEMORY_CONFIGS,
+    MEMORY_NAMES,
+    MemoryConfig,
+    SILMemoryConfig,
+)
+from slm_lab.agent.net.config import parse_net
+from slm_lab.env.config import EnvConfig
+from slm_lab.experiment.config import MetaConfig
+from slm_lab.lib.config import SpecError, did_you_mean, parse
 
-TOP = {
-    "agent": "dict",
-    "env": "dict",
-    "meta": "dict",
-    "search": "dict?",
-    "name": "str?",
-    "run_info": "dict?",
-}
-
-AGENT = {
-    "name": "str?",
-    "algorithm": "dict",
-    "memory": "dict?",
-    "net": "dict?",
-    "critic_net": "dict?",
-}
-
-META = {
-    "distributed": "any",
-    "log_frequency": "float?",
-    "eval_frequency": "float?",
-    "rigorous_eval": "int?",
-    "max_session": "int?",
-    "max_trial": "int?",
-    "search_resources": "dict?",
-    "search_scheduler": "dict?",
-    "random_seed": "int?",
-    "num_threads": "int?",
-}
-
+TOP_KEYS = ("agent", "env", "meta", "search", "name", "run_info")
+AGENT_KEYS = ("name", "algorithm", "memory", "net", "critic_net")
 # keys that v5 spec files carry but v5 never read: warned about, then ignored
-DEPRECATED = {
-    "agent.algorithm.clip_val_loss": "clip_vloss",
-    "agent.net.lr_decay_frequency": "lr_scheduler_spec",
-    "agent.net.lr_decay": "lr_scheduler_spec",
-    "agent.net.lr_decay_min_timestep": "lr_scheduler_spec",
-    "meta.num_gpus": "agent.net.gpu",
-    "meta.resume": "the train@<run folder> mode",
-    "meta.training_eval": "meta.eval_frequency",
-    "body": None,
-    "env.frame_op": None,
-    "env.frame_op_len": None,
-}
-
+DEPRECATED_TOP = {"body": None}
 SEARCH_DISTS = (
     "uniform",
     "quniform",
@@ -75,3 +45,147 @@ SEARCH_DISTS = (
     "choice",
     "grid_search",
 )
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    agent: AgentConfig
+    env: EnvConfig
+    meta: MetaConfig
+    search: dict[str, Any] | None
+
+
+def _section(spec: dict[str, Any], key: str, path: str) -> Any:
+    value = spec.get(key)
+    if value is None:
+        raise SpecError(f"{path}{key}: required (mapping), missing")
+    return value
+
+
+def load(spec: Any, spec_name: str = "") -> Spec:
+    """The typed spec; SpecError (one line, the key path first) on the first problem."""
+    from loguru import logger
+
+    if not isinstance(spec, dict):
+        raise SpecError(f"{spec_name}: a spec must be a mapping, got {type(spec).__name__}")
+    for k in spec:
+        if k in DEPRECATED_TOP:
+            logger.warning(f"{k}: ignored (SLM Lab v5 never read it)")
+        elif k not in TOP_KEYS:
+            raise SpecError(f"{k}: unknown key{did_you_mean(str(k), TOP_KEYS)}")
+    agent = _section(spec, "agent", "")
+    env = parse(EnvConfig, _section(spec, "env", ""), "env")
+    meta = parse(MetaConfig, _section(spec, "meta", ""), "meta")
+    if not isinstance(agent, dict):
+        raise SpecError(f"agent: expected a mapping, got {agent!r}")
+    for k in agent:
+        if k not in AGENT_KEYS:
+            raise SpecError(f"agent.{k}: unknown key{did_you_mean(str(k), AGENT_KEYS)}")
+    algorithm = load_algorithm(_section(agent, "algorithm", "agent."))
+    net = parse_net(agent["net"], "agent.net") if agent.get("net") is not None else None
+    critic_net = (
+        parse_net(agent["critic_net"], "agent.critic_net")
+        if agent.get("critic_net") is not None
+        else None
+    )
+    memory = load_memory(agent.get("memory"), algorithm)
+    agent_config = AgentConfig(agent.get("name"), algorithm, memory, net, critic_net)
+    search = spec.get("search")
+    if search is not None:
+        if not isinstance(search, dict):
+            raise SpecError(f"search: expected a mapping, got {search!r}")
+        for k, v in search.items():
+            _check_search(k, v, "search")
+    loaded = Spec(str(spec.get("name") or spec_name), agent_config, env, meta, search)
+    _check_agent(loaded)
+    return loaded
+
+
+def load_algorithm(section: Any) -> AlgorithmConfig:
+    if not isinstance(section, dict):
+        raise SpecError(f"agent.algorithm: expected a mapping, got {section!r}")
+    name = section.get("name")
+    if name is None:
+        raise SpecError("agent.algorithm.name: required (str), missing")
+    if name not in ALGORITHM_CONFIGS:
+        raise SpecError(
+            f"agent.algorithm.name: {name!r} is not available{did_you_mean(str(name), ALGORITHM_CONFIGS)} (available: {', '.join(ALGORITHM_CONFIGS)})"
+        )
+    cls = ALGORITHM_CONFIGS[name]
+    others = {
+        k: f"read by {', '.join(readers(k))}, not by {name}"
+        for c in ALGORITHM_CONFIGS.values()
+        for k in c.keys()
+        if k not in cls.keys()
+    }
+    return parse(cls, section, "agent.algorithm", others)
+
+
+def load_memory(section: Any, algorithm: AlgorithmConfig) -> MemoryConfig | None:
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise SpecError(f"agent.memory: expected a mapping, got {section!r}")
+    name = section.get("name")
+    if name is None:
+        if algorithm.needs_net:
+            raise SpecError(f"agent.memory.name: required by {algorithm.name}")
+        return None
+    if name not in MEMORY_CONFIGS:
+        raise SpecError(
+            f"agent.memory.name: {name!r} is not available{did_you_mean(str(name), MEMORY_NAMES)} (available: {', '.join(MEMORY_NAMES)})"
+        )
+    cls = SILMemoryConfig if algorithm.self_imitation else MEMORY_CONFIGS[name]
+    others = {
+        k: f"not read by {name}"
+        for c in (*MEMORY_CONFIGS.values(), SILMemoryConfig)
+        for k in c.keys()
+        if k not in cls.keys()
+    }
+    return parse(cls, section, "agent.memory", others)
+
+
+def _check_agent(spec: Spec) -> None:
+    """What the algorithm needs from the other sections."""
+    agent, algo = spec.agent, spec.agent.algorithm
+    if not algo.needs_net:
+        return
+    if agent.net is None:
+        raise SpecError(f"agent.net: required by {algo.name}")
+    if agent.memory is None:
+        raise SpecError(f"agent.memory: required by {algo.name}")
+    if agent.memory.name not in algo.memory_kinds:
+        raise SpecError(
+            f"agent.memory.name: {algo.name} needs one of {', '.join(algo.memory_kinds)}; got {agent.memory.name!r}"
+        )
+    if isinstance(algo, PPOConfig):
+        batch = algo.time_horizon * algo.num_unrolls * spec.env.num_envs
+        if algo.minibatch_size > batch:
+            raise SpecError(
+                f"agent.algorithm.minibatch_size: {algo.minibatch_size} is larger than the batch of {batch} (time_horizon x num_unrolls x num_envs)"
+            )
+    if not isinstance(algo, SoftActorCriticConfig) and agent.critic_net is not None:
+        raise SpecError(
+            f"agent.critic_net: read only by SoftActorCritic and CrossQ, not by {algo.name}"
+        )
+
+
+def _check_search(key: str, value: Any, path: str) -> None:
+    full = f"{path}.{key}"
+    if "__" in key:
+        dist = key.rsplit("__", 1)[1]
+        if dist not in SEARCH_DISTS:
+            raise SpecError(
+                f"{full}: {dist!r} is not a search distribution{did_you_mean(dist, SEARCH_DISTS)}"
+            )
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_search(k, v, full)
+    elif isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+        for k, v in value[0].items():
+            _check_search(k, v, full)
+    else:
+        raise SpecError(
+            f"{full}: a search leaf must be named <param>__<distribution>, e.g. lr__loguniform"
+        )

@@ -5,10 +5,15 @@ import copy
 import numpy as np
 import pytest
 import torch
+from conftest import make_algorithm
 from torch import nn
 
 from slm_lab.agent.agent import Agent
+from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.memory.base import Batch, Transition
+from slm_lab.agent.net import net_util
 from slm_lab.env.vec_env import VecEnv
+from slm_lab.spec import schema
 
 GAMMA = 0.9
 
@@ -49,9 +54,24 @@ def dqn_spec(name: str, per: bool = False) -> dict:
     }
 
 
-def make_algo(name: str, per: bool = False):
-    env = VecEnv({"name": "CartPole-v1", "num_envs": 1, "max_frame": 1000}, seed=0)
-    return Agent(dqn_spec(name, per), env).algorithm
+ENV = {"name": "CartPole-v1", "num_envs": 1, "max_frame": 1000}
+
+
+def full_spec(agent: dict) -> dict:
+    return {"agent": agent, "env": ENV, "meta": {}}
+
+
+def make_algo(name: str, per: bool = False) -> Algorithm:
+    return make_algorithm(full_spec(dqn_spec(name, per)))
+
+
+def use_fixed_q(algo: Algorithm, online: list[list[float]], target: list[list[float]]) -> None:
+    """Swap in hand-set Q tables (the target one when the algorithm has a target net); the
+    gradient step leaves them as they are (lr 0)."""
+    algo.net = FixedQ(online)
+    if getattr(algo, "target", None) is not None:
+        algo.target.nets, algo.target.targets = [algo.net], [FixedQ(target)]
+    algo.grad_step = net_util.GradStep([torch.optim.SGD(algo.net.parameters(), lr=0.0)], [])
 
 
 # next state s' = e_0: online Q(s', .) = [1, 3]; target Q(s', .) = [2, 0.5]
@@ -70,26 +90,24 @@ NEXT_OBS = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
 )
 def test_q_targets_differ_as_named(name: str, expected: float) -> None:
     algo = make_algo(name)
-    algo.net = FixedQ(ONLINE)
-    if name != "VanillaDQN":
-        algo.target_net = FixedQ(TARGET)
+    assert (algo.target is None) == (name == "VanillaDQN")
+    use_fixed_q(algo, ONLINE, TARGET)
     assert algo.next_q(NEXT_OBS).item() == pytest.approx(expected)
 
 
 def test_train_batch_uses_target_and_terminal_mask() -> None:
     """y = r + gamma * (1 - terminated) * max_a Q_target(s', a), checked through the loss."""
     algo = make_algo("DQN")
-    algo.net, algo.target_net = FixedQ(ONLINE), FixedQ(TARGET)
+    use_fixed_q(algo, ONLINE, TARGET)
     algo.loss_fn = nn.MSELoss(reduction="none")
-    algo.optims = [torch.optim.SGD(algo.net.parameters(), lr=0.0)]
-    batch = {
-        "obs": torch.tensor([[1.0, 0, 0, 0], [1.0, 0, 0, 0]]),
-        "actions": torch.tensor([0, 1]),
-        "rewards": torch.tensor([1.0, 1.0]),
-        "next_obs": torch.cat([NEXT_OBS, NEXT_OBS]),
-        "terminateds": torch.tensor([False, True]),
-        "dones": torch.tensor([False, True]),
-    }
+    batch = Batch(
+        obs=torch.tensor([[1.0, 0, 0, 0], [1.0, 0, 0, 0]]),
+        actions=torch.tensor([0, 1]),
+        rewards=torch.tensor([1.0, 1.0]),
+        next_obs=torch.cat([NEXT_OBS, NEXT_OBS]),
+        terminateds=torch.tensor([False, True]),
+        dones=torch.tensor([False, True]),
+    )
     # q_preds = [1, 3]; targets = [1 + 0.9 * 2, 1] = [2.8, 1]; loss = mean((1-2.8)^2, (3-1)^2)
     loss = algo.train_batch(batch)
     assert loss == pytest.approx(((1 - 2.8) ** 2 + (3 - 1) ** 2) / 2)
@@ -97,40 +115,36 @@ def test_train_batch_uses_target_and_terminal_mask() -> None:
 
 def test_replace_target_update_copies_the_online_net() -> None:
     algo = make_algo("DQN")
+    target_net = algo.target.targets[0]
     with torch.no_grad():
         for p in algo.net.parameters():
             p.add_(1.0)
     assert not all(
         torch.equal(a, b)
-        for a, b in zip(algo.net.parameters(), algo.target_net.parameters(), strict=True)
+        for a, b in zip(algo.net.parameters(), target_net.parameters(), strict=True)
     )
     algo.clock.frame = 5
-    algo.update_target()
+    algo.target.update()
     assert all(
         torch.equal(a, b)
-        for a, b in zip(algo.net.parameters(), algo.target_net.parameters(), strict=True)
+        for a, b in zip(algo.net.parameters(), target_net.parameters(), strict=True)
     )
 
 
 def test_per_priorities_follow_td_errors() -> None:
     algo = make_algo("DoubleDQN", per=True)
     env = algo.env
-    obs = env.reset()
+    env.reset()
     for _ in range(8):
-        actions = algo.act(obs)
-        next_obs, rewards, terms, truncs, real_next = env.step(actions)
-        algo.memory.add(obs, actions, rewards, real_next, terms, truncs)
-        obs = next_obs
+        algo.memory.add(env.step(algo.act(env.obs)))
     batch = algo.memory.sample(algo.device)
-    assert "weights" in batch and "idxs" in batch
-    before = algo.memory.tree.total if hasattr(algo.memory, "tree") else None
+    assert batch.weights is not None and batch.idxs is not None
+    before = algo.memory.tree.total
     algo.train_batch(batch)
-    if before is not None:
-        assert algo.memory.tree.total != before  # priorities were rewritten from the TD errors
+    assert algo.memory.tree.total != before  # priorities were rewritten from the TD errors
 
 
 def test_sarsa_target_uses_next_action_and_expectation_at_boundaries() -> None:
-    env = VecEnv({"name": "CartPole-v1", "num_envs": 1, "max_frame": 1000}, seed=0)
     spec = {
         "name": "SARSA",
         "algorithm": {
@@ -144,23 +158,24 @@ def test_sarsa_target_uses_next_action_and_expectation_at_boundaries() -> None:
         "net": {
             "type": "MLPNet",
             "hid_layers": [8],
-            "optim_spec": {"name": "SGD", "lr": 0.0},
+            "optim_spec": {"name": "SGD", "lr": 0.1},  # use_fixed_q steps with lr 0
             "loss_spec": {"name": "MSELoss"},
         },
     }
-    algo = Agent(spec, env).algorithm
-    algo.net = FixedQ(ONLINE)
-    algo.optims = [torch.optim.SGD(algo.net.parameters(), lr=0.0)]
+    algo = make_algorithm(full_spec(spec))
+    use_fixed_q(algo, ONLINE, TARGET)
     s = np.array([[1.0, 0, 0, 0]], dtype=np.float32)
     # three steps in one env: a = 0, 1, 0; rewards 1; no episode end
     for a in (0, 1, 0):
         algo.memory.add(
-            s,
-            np.array([a]),
-            np.array([1.0], dtype=np.float32),
-            s,
-            np.array([False]),
-            np.array([False]),
+            Transition(
+                obs=s,
+                actions=np.array([a]),
+                rewards=np.array([1.0], dtype=np.float32),
+                next_obs=s,
+                terminateds=np.array([False]),
+                truncateds=np.array([False]),
+            )
         )
     loss = algo.train()
     # Q(s,.) = [1, 3]; q_preds = [1, 3, 1]
@@ -172,8 +187,8 @@ def test_sarsa_target_uses_next_action_and_expectation_at_boundaries() -> None:
 
 def test_value_based_specs_deep_copy_safe() -> None:
     """Building an agent does not mutate its spec (specs are data reused across sessions)."""
-    spec = dqn_spec("DoubleDQN", per=True)
+    spec = full_spec(dqn_spec("DoubleDQN", per=True))
     before = copy.deepcopy(spec)
-    env = VecEnv({"name": "CartPole-v1", "num_envs": 1, "max_frame": 1000}, seed=0)
-    Agent(spec, env)
+    typed = schema.load(spec)
+    Agent(typed.agent, VecEnv(typed.env, 0, typed.agent.algorithm.gamma))
     assert spec == before

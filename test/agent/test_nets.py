@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from conftest import make_spec
+from conftest import load, make_spec
 
 from slm_lab.agent.agent import Agent
 from slm_lab.agent.net import net_util
@@ -11,8 +11,8 @@ from slm_lab.env.vec_env import VecEnv
 
 
 def build(spec: dict) -> Agent:
-    env = VecEnv(spec["env"], seed=0)
-    return Agent(spec["agent"], env)
+    typed = load(spec)
+    return Agent(typed.agent, VecEnv(typed.env, 0, typed.agent.algorithm.gamma))
 
 
 @pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
@@ -52,7 +52,7 @@ def test_lr_scheduler_linear_to_zero_follows_frames() -> None:
     spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 1000}
     spec["agent"]["net"]["critic_optim_spec"]["lr"] = 2e-3
     agent = build(spec)
-    algo, clock = agent.algorithm, agent.env.clock
+    algo, clock = agent.algorithm, agent.algorithm.clock
     assert len(algo.lr_schedulers) == 2
     assert lrs(agent) == pytest.approx([1e-3, 2e-3])
     for frame, factor in ((250, 0.75), (500, 0.5), (1000, 0.0), (1600, 0.0)):
@@ -68,14 +68,11 @@ def test_lr_reaches_zero_at_frame_through_training() -> None:
     spec = make_spec("ppo", max_frame=256)
     spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 256}
     agent = build(spec)
-    env = agent.env
-    obs = env.reset()
+    env = agent.algorithm.env
+    env.reset()
     seen = []
     while not env.done():
-        actions = agent.act(obs)
-        next_obs, rewards, terms, truncs, real_next = env.step(actions)
-        agent.update(obs, actions, rewards, real_next, terms, truncs)
-        obs = next_obs
+        agent.update(env.step(agent.act(env.obs)))
         if env.clock.frame % 64 == 0:
             seen.append(agent.algorithm.lr)
     assert seen == pytest.approx([1e-3 * (1 - f / 256) for f in (64, 128, 192, 256)])
@@ -94,11 +91,11 @@ def test_linear_to_min_floors_lr() -> None:
         "min_factor": 0.1,
     }
     agent = build(spec)
-    agent.env.clock.frame = 500
+    agent.algorithm.clock.frame = 500
     for scheduler in agent.algorithm.lr_schedulers:
         scheduler.step()
     assert lrs(agent) == pytest.approx([1e-3 * 0.55] * 2)
-    agent.env.clock.frame = 5000
+    agent.algorithm.clock.frame = 5000
     for scheduler in agent.algorithm.lr_schedulers:
         scheduler.step()
     assert lrs(agent) == pytest.approx([1e-4] * 2)

@@ -5,15 +5,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import make_env, net_config, net_spec
 
 from slm_lab.agent.net.batch_renorm import BatchRenorm1d
 from slm_lab.agent.net.config import NET_TYPES, check_net_input, env_seq_len
 from slm_lab.agent.net.dueling import DuelingConvNet, DuelingMLPNet
 from slm_lab.agent.net.policy import PolicyNets
 from slm_lab.agent.net.registry import NETS, build_net
-from slm_lab.env.vec_env import VecEnv
-from slm_lab.spec import spec_util
-from slm_lab.spec.spec_util import SpecError
+from slm_lab.lib.config import SpecError
 
 NATURE = {
     "type": "ConvNet",
@@ -36,7 +35,7 @@ def test_net_types_match_schema() -> None:
 
 
 def test_conv_nature_shapes() -> None:
-    net = build_net({**NATURE, "normalize": True}, (4, 84, 84), [6, 1])
+    net = build_net(net_config({**NATURE, "normalize": True}), (4, 84, 84), [6, 1])
     # 84 -> 20 -> 9 -> 7: the fc layer reads 64 x 7 x 7 conv features
     fc = [m for m in net.body if isinstance(m, torch.nn.Linear)]
     assert [(m.in_features, m.out_features) for m in fc] == [(64 * 7 * 7, 512)]
@@ -46,9 +45,9 @@ def test_conv_nature_shapes() -> None:
 
 def test_conv_normalize_divides_by_255() -> None:
     torch.manual_seed(0)
-    normalized = build_net({**NATURE, "normalize": True}, (4, 84, 84), [6])
+    normalized = build_net(net_config({**NATURE, "normalize": True}), (4, 84, 84), [6])
     torch.manual_seed(0)
-    plain = build_net(NATURE, (4, 84, 84), [6])
+    plain = build_net(net_config(NATURE), (4, 84, 84), [6])
     x = frames()
     expected = plain(x.float() / 255.0)[0]
     torch.testing.assert_close(normalized(x)[0], expected)
@@ -56,14 +55,14 @@ def test_conv_normalize_divides_by_255() -> None:
 
 
 def test_conv_batch_norm_and_bad_input() -> None:
-    net = build_net({**SMALL_CONV, "batch_norm": True}, (2, 16, 16), [3])
+    net = build_net(net_config({**SMALL_CONV, "batch_norm": True}), (2, 16, 16), [3])
     bns = [m for m in net.body if isinstance(m, torch.nn.BatchNorm2d)]
     assert len(bns) == 1 and int(bns[0].num_batches_tracked) == 0  # the sizing pass left BN alone
     assert net(frames(5, (2, 16, 16)))[0].shape == (5, 3)
     with pytest.raises(
         ValueError, match=r"ConvNet needs an image input \(C, H, W\), got shape \(4,\)"
     ):
-        build_net(SMALL_CONV, (4,), [2])
+        build_net(net_config(SMALL_CONV), (4,), [2])
 
 
 @pytest.mark.parametrize("cell_type", ["RNN", "LSTM", "GRU"])
@@ -79,7 +78,7 @@ def test_recurrent_uses_the_whole_sequence(cell_type: str, bidirectional: bool) 
         "bidirectional": bidirectional,
     }
     torch.manual_seed(0)
-    net = build_net(spec, (5, 4), [2, 1])
+    net = build_net(net_config(spec), (5, 4), [2, 1])
     x = torch.randn(3, 5, 4)
     outs = net(x)
     assert [tuple(o.shape) for o in outs] == [(3, 2), (3, 1)]
@@ -91,13 +90,13 @@ def test_recurrent_uses_the_whole_sequence(cell_type: str, bidirectional: bool) 
 
 def test_recurrent_through_policy_nets() -> None:
     spec = {"type": "RecurrentNet", "rnn_hidden_size": 8, "seq_len": 3, "shared": True}
-    nets = PolicyNets(spec, (3, 4), discrete=True, action_dim=2, with_critic=True)
+    nets = PolicyNets(net_spec(spec), (3, 4), discrete=True, action_dim=2, with_critic=True)
     logits, log_std, v = nets.pdparam_value(torch.randn(5, 3, 4))
     assert logits.shape == (5, 2) and log_std is None and v.shape == (5,)
 
 
 def test_mlp_flattens_multi_dim_input() -> None:
-    net = build_net({"type": "MLPNet", "hid_layers": [8]}, (3, 4), [2])
+    net = build_net(net_config({"type": "MLPNet", "hid_layers": [8]}), (3, 4), [2])
     x = torch.randn(5, 3, 4)
     assert net.body[0].in_features == 12
     torch.testing.assert_close(net(x)[0], net.heads[0](net.body(x.reshape(5, 12))))
@@ -108,7 +107,7 @@ def test_env_stacks_sequences_per_episode() -> None:
     before the episode start; a final obs (SAME_STEP autoreset) is stacked too."""
     seq_len, num_envs = 3, 2
     spec = {"name": "CartPole-v1", "num_envs": num_envs, "max_frame": 10**6}
-    stacked, flat = VecEnv(spec, 0, seq_len=seq_len), VecEnv(spec, 0)
+    stacked, flat = make_env(spec, seq_len=seq_len), make_env(spec)
     assert stacked.observation_space.shape == (seq_len, 4)
     obs, flat_obs = stacked.reset(), flat.reset()
     assert obs.shape == (num_envs, seq_len, 4)
@@ -119,8 +118,9 @@ def test_env_stacks_sequences_per_episode() -> None:
     ends = 0
     for _ in range(200):
         actions = rng.integers(0, 2, num_envs)
-        obs, _, terms, truncs, real_next = stacked.step(actions)
-        flat_obs, _, _, _, flat_real_next = flat.step(actions)
+        t, flat_t = stacked.step(actions), flat.step(actions)
+        obs, terms, truncs, real_next = stacked.obs, t.terminateds, t.truncateds, t.next_obs
+        flat_obs, flat_real_next = flat.obs, flat_t.next_obs
         np.testing.assert_array_equal(obs[:, -1], flat_obs)
         for i in range(num_envs):
             history[i].append(flat_real_next[i])
@@ -138,18 +138,20 @@ def test_env_stacks_sequences_per_episode() -> None:
 
 def test_obs_normalizer_on_stacked_obs() -> None:
     spec = {"name": "CartPole-v1", "num_envs": 2, "max_frame": 10**6, "normalize_obs": True}
-    env = VecEnv(spec, 0, seq_len=4)
+    env = make_env(spec, seq_len=4)
     env.reset()
     for _ in range(20):
-        obs, *_, real_next = env.step(np.zeros(2, dtype=np.int64))
+        real_next = env.step(np.zeros(2, dtype=np.int64)).next_obs
+        obs = env.obs
     assert obs.shape == real_next.shape == (2, 4, 4) and np.isfinite(obs).all()
     assert env.obs_norm.rms.mean.shape == (4, 4)
 
 
 def test_env_seq_len() -> None:
-    assert env_seq_len({"net": {"type": "RecurrentNet", "seq_len": 4}}) == 4
-    assert env_seq_len({"net": {"type": "MLPNet", "seq_len": 4}}) is None
-    assert env_seq_len({"algorithm": {"name": "Random"}}) is None
+    rnn = {"type": "RecurrentNet", "rnn_hidden_size": 8, "seq_len": 4}
+    assert env_seq_len(net_spec(rnn)) == 4
+    assert env_seq_len(net_spec({"type": "MLPNet", "seq_len": 4})) is None
+    assert env_seq_len(None) is None  # an agent without a net (Random)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +163,7 @@ def test_env_seq_len() -> None:
 )
 def test_dueling_q_is_v_plus_centered_advantage(cls: type, spec: dict, in_shape: tuple) -> None:
     torch.manual_seed(0)
-    net = build_net(spec, in_shape, [5])
+    net = build_net(net_config(spec), in_shape, [5])
     assert isinstance(net, cls)
     x = torch.randn(7, *in_shape)
     (q,) = net(x)
@@ -175,7 +177,7 @@ def test_dueling_q_is_v_plus_centered_advantage(cls: type, spec: dict, in_shape:
 
 def test_dueling_needs_one_head() -> None:
     with pytest.raises(ValueError, match=r"out_dims must be \[n_actions\]"):
-        build_net({"type": "DuelingMLPNet"}, (4,), [2, 1])
+        build_net(net_config({"type": "DuelingMLPNet"}), (4,), [2, 1])
 
 
 def test_batch_renorm_eval_uses_running_stats() -> None:
@@ -230,7 +232,7 @@ def test_mlp_batch_renorm_layers() -> None:
         "batch_renorm": True,
         "batch_renorm_warmup_steps": 5,
     }
-    net = build_net(spec, (4,), [1])
+    net = build_net(net_config(spec), (4,), [1])
     brns = [m for m in net.body if isinstance(m, BatchRenorm1d)]
     assert len(brns) == 2 and all(m.warmup_steps == 5 for m in brns)
     kinds = [type(m).__name__ for m in net.body]
@@ -239,18 +241,22 @@ def test_mlp_batch_renorm_layers() -> None:
 
 
 def test_check_net_input() -> None:
+    nature = net_config(NATURE)
     assert (
-        check_net_input(NATURE, (4,), "CartPole-v1")
+        check_net_input(nature, (4,), "CartPole-v1")
         == "agent.net.type: ConvNet needs an image observation (C, H, W); CartPole-v1 gives shape (4,)"
     )
-    assert check_net_input(NATURE, (4, 84, 84)) is None
-    assert check_net_input({"type": "DuelingConvNet"}, (8,)) is not None
+    assert check_net_input(nature, (4, 84, 84)) is None
+    assert check_net_input(net_config({**SMALL_CONV, "type": "DuelingConvNet"}), (8,)) is not None
     rnn = {"type": "RecurrentNet", "rnn_hidden_size": 8}
-    assert check_net_input(rnn, (4,)) == (
-        "agent.net.seq_len: RecurrentNet needs a positive int seq_len (how many recent observations it reads), got None"
+    # a RecurrentNet without seq_len is refused when its config is parsed
+    with pytest.raises(SpecError) as err:
+        net_config(rnn)
+    assert str(err.value) == (
+        "agent.net.seq_len: required by RecurrentNet (how many recent observations it reads)"
     )
-    assert check_net_input({**rnn, "seq_len": 4}, (4,)) is None
-    assert check_net_input({"type": "MLPNet"}, (4, 84, 84)) is None
+    assert check_net_input(net_config({**rnn, "seq_len": 4}), (4,)) is None
+    assert check_net_input(net_config({"type": "MLPNet"}), (4, 84, 84)) is None
 
 
 @pytest.mark.parametrize(
@@ -280,19 +286,20 @@ def test_check_net_input() -> None:
         ),
         (
             {"type": "MLPNet", "batch_norm": True, "critic_batch_renorm": True},
-            "agent.net.batch_renorm: choose batch_renorm or batch_norm, not both",
+            "agent.net.critic_batch_renorm: choose batch_renorm or batch_norm, not both",
         ),
     ],
 )
 def test_check_net_errors(net: dict, error: str) -> None:
     with pytest.raises(SpecError) as err:
-        spec_util._check_net(net, "agent.net")
+        net_spec(net)
     assert str(err.value).startswith(error)
 
 
 def test_check_net_accepts_new_types() -> None:
-    spec_util._check_net({**NATURE, "batch_norm": True, "normalize": True}, "agent.net")
-    spec_util._check_net(
+    conv = net_spec({**NATURE, "batch_norm": True, "normalize": True}).base
+    assert (conv.type, conv.batch_norm, conv.normalize) == ("ConvNet", True, True)
+    rnn = net_spec(
         {
             "type": "RecurrentNet",
             "cell_type": "LSTM",
@@ -300,7 +307,13 @@ def test_check_net_accepts_new_types() -> None:
             "seq_len": 4,
             "actor_fc_hid_layers": [16],
             "critic_rnn_hidden_size": 16,
-        },
-        "agent.net",
+        }
     )
-    spec_util._check_net({"type": "MLPNet", "critic_batch_renorm": True}, "agent.net")
+    assert (rnn.actor.cell_type, rnn.actor.fc_hid_layers, rnn.actor.rnn_hidden_size) == (
+        "LSTM",
+        [16],
+        8,
+    )
+    assert (rnn.critic.fc_hid_layers, rnn.critic.rnn_hidden_size) == ([], 16)
+    mlp = net_spec({"type": "MLPNet", "critic_batch_renorm": True})
+    assert (mlp.actor.batch_renorm, mlp.critic.batch_renorm) == (False, True)

@@ -9,14 +9,20 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import SMALL_NET, invoke, make_spec, read_session_df, run_dirs, write_spec_file
+from conftest import (
+    SMALL_NET,
+    invoke,
+    make_algorithm,
+    make_spec,
+    read_session_df,
+    run_dirs,
+    write_spec_file,
+)
 from torch import nn
 
-from slm_lab.agent.agent import Agent
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.net.batch_renorm import BatchRenorm1d
 from slm_lab.agent.net.net_util import eval_mode
-from slm_lab.env.vec_env import VecEnv
 
 NORM_LAYERS = (nn.BatchNorm1d, BatchRenorm1d)
 EXPLORE = {
@@ -90,7 +96,7 @@ def spec_of(algo: str, norm: str, num_envs: int, max_frame: int = 400) -> dict[s
 
 
 def build(spec: dict[str, Any]) -> Algorithm:
-    return Agent(spec["agent"], VecEnv(spec["env"], seed=0)).algorithm
+    return make_algorithm(spec)
 
 
 def norm_layers(net: nn.Module) -> list[nn.Module]:
@@ -105,12 +111,9 @@ def counts(net: nn.Module) -> list[int]:
 def fill(algo: Algorithm) -> None:
     """Random transitions into the replay memory until it can give a batch."""
     env = algo.env
-    obs = env.reset()
+    env.reset()
     while not algo.memory.ready():
-        actions = env.vec.action_space.sample()
-        next_obs, rewards, terminateds, truncateds, real_next_obs = env.step(actions)
-        algo.memory.add(obs, actions, rewards, real_next_obs, terminateds, truncateds)
-        obs = next_obs
+        algo.memory.add(env.step(env.vec.action_space.sample()))
 
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c_gae", "DQN", "SoftActorCritic"])
@@ -135,9 +138,10 @@ def test_acting_leaves_norm_statistics_alone(algo: str, norm: str) -> None:
     nets = list(algo_.modules().values())
     assert any(norm_layers(net) for net in nets)
     before = [copy.deepcopy(dict(net.named_buffers())) for net in nets]
-    obs = algo_.env.reset()
+    env = algo_.env
+    env.reset()
     for _ in range(5):
-        obs, *_ = algo_.env.step(algo_.act(obs))
+        env.step(algo_.act(env.obs))
     for net, buffers in zip(nets, before, strict=True):
         for name, buffer in net.named_buffers():
             assert torch.equal(buffer, buffers[name]), name
@@ -149,12 +153,10 @@ def test_ppo_norm_layers_count_only_minibatch_steps() -> None:
     """2 envs x 32 steps, minibatches of 32, 2 epochs: 4 gradient steps, each one forward of
     the actor and one of the critic; the old-policy pass and V(s') add none."""
     algo = build(spec_of("ppo", "batch_renorm", num_envs=2))
-    obs = algo.env.reset()
+    env = algo.env
+    env.reset()
     while not algo.memory.ready():
-        actions = algo.act(obs)
-        next_obs, rewards, terminateds, truncateds, real_next_obs = algo.env.step(actions)
-        algo.memory.add(obs, actions, rewards, real_next_obs, terminateds, truncateds)
-        obs = next_obs
+        algo.memory.add(env.step(algo.act(env.obs)))
     algo.train()
     assert algo.clock.opt_step == 4
     assert counts(algo.nets.actor) == counts(algo.nets.critic) == [4]
@@ -168,7 +170,7 @@ def test_double_dqn_target_forwards_are_in_eval_mode() -> None:
     algo.train_batch(algo.memory.sample(algo.device))
     assert algo.clock.opt_step == 1
     assert counts(algo.net) == [1]
-    assert counts(algo.target_net) == [0]
+    assert counts(algo.target.targets[0]) == [0]
 
 
 @pytest.mark.parametrize("name", ["SoftActorCritic", "CrossQ"])

@@ -4,12 +4,10 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import make_spec
+from conftest import make_algorithm, make_spec
 
-from slm_lab.agent.agent import Agent
 from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.agent.algorithm.ppo import PPO, minibatch_idxs
-from slm_lab.env.vec_env import VecEnv
 
 NO_ENTROPY = {"name": "no_decay", "start_val": 0.0, "end_val": 0.0, "start_step": 0, "end_step": 0}
 
@@ -17,18 +15,15 @@ NO_ENTROPY = {"name": "no_decay", "start_val": 0.0, "end_val": 0.0, "start_step"
 def build(num_envs: int, **algorithm: Any) -> PPO:
     spec = make_spec("ppo", num_envs=num_envs)
     spec["agent"]["algorithm"].update(algorithm)
-    return Agent(spec["agent"], VecEnv(spec["env"], seed=0)).algorithm
+    return make_algorithm(spec)
 
 
 def fill(algo: PPO) -> None:
     """Act in the env until the memory holds a batch, without training."""
     env = algo.env
-    obs = env.reset()
+    env.reset()
     while not algo.memory.ready():
-        actions = algo.act(obs)
-        next_obs, rewards, terminateds, truncateds, real_next_obs = env.step(actions)
-        algo.memory.add(obs, actions, rewards, real_next_obs, terminateds, truncateds)
-        obs = next_obs
+        algo.memory.add(env.step(algo.act(env.obs)))
 
 
 def record_forwards(algo: PPO) -> list[torch.Tensor]:
@@ -105,9 +100,9 @@ def test_normalize_advs(normalize_advs: bool | None) -> None:
     fill(algo)
     batch = algo.memory.sample(algo.device)
     algo.memory.sample = lambda device: batch
-    T, N = batch["rewards"].shape
+    T, N = batch.rewards.shape
     with torch.no_grad():
-        values = algo.nets.value(flat(batch["obs"]).float()).view(T, N)
+        values = algo.nets.value(flat(batch.obs).float()).view(T, N)
         advs, _ = algo.calc_advs_v_targets(batch, values)
     assert advs.mean().item() > 1.0  # CartPole's rewards of 1 against a near-zero V
     loss = algo.train()

@@ -12,14 +12,19 @@ import torch
 from conftest import make_spec
 
 from slm_lab.agent.memory import replay
+from slm_lab.agent.memory.base import Batch, Layout, Transition
+from slm_lab.agent.memory.config import PrioritizedReplayConfig, ReplayConfig
 from slm_lab.agent.memory.registry import MEMORIES
 from slm_lab.agent.memory.replay import PrioritizedReplay, Replay
 from slm_lab.agent.memory.sum_tree import SumTree
+from slm_lab.lib.config import parse
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError
 
 CPU = torch.device("cpu")
 PER_SPEC = {"alpha": 1.0, "epsilon": 0.5, "beta": 0.4, "beta_end_step": 100}
+MAX_FRAME = 10_000  # the run's length: PER's beta ends there when beta_end_step is null
+CONFIGS = {Replay: ReplayConfig, PrioritizedReplay: PrioritizedReplayConfig}
 
 
 @pytest.fixture(autouse=True)
@@ -31,9 +36,21 @@ def seeded() -> Iterator[None]:
     torch.random.set_rng_state(state)
 
 
-def make_memory(cls: type[Replay] = Replay, num_envs: int = 2, **spec: Any) -> Replay:
+def layout(
+    num_envs: int, obs_shape: tuple[int, ...] = (2,), obs_dtype: type = np.float32
+) -> Layout:
+    return Layout(num_envs, obs_shape, np.dtype(obs_dtype), (), np.dtype(np.int64))
+
+
+def memory_config(cls: type[Replay], **spec: Any) -> ReplayConfig:
+    """The memory's config from an agent.memory spec section, validated as a spec's is."""
     memory_spec = {"max_size": 6, "batch_size": 4} | (PER_SPEC if cls is PrioritizedReplay else {})
-    return cls(memory_spec | spec, num_envs, (2,), np.float32, (), np.int64)
+    return parse(CONFIGS[cls], {"name": cls.__name__} | memory_spec | spec, "agent.memory")
+
+
+def make_memory(cls: type[Replay] = Replay, num_envs: int = 2, **spec: Any) -> Replay:
+    # batch_steps is an on-policy memory's size: a replay ignores it
+    return cls(memory_config(cls, **spec), layout(num_envs), 1, MAX_FRAME)
 
 
 class EnvStream:
@@ -70,7 +87,7 @@ class EnvStream:
         following = self._fresh(n)
         real_next = following.copy()
         real_next[dones, 0] *= -1  # the final obs; the env resets to `following`
-        mem.add(self.obs, actions, rewards, real_next, terms, truncs)
+        mem.add(Transition(self.obs, actions, rewards, real_next, terms, truncs))
         for e in range(n):
             self.truth[int(actions[e])] = (
                 self.obs[e].tolist(),
@@ -84,16 +101,16 @@ class EnvStream:
         return actions
 
 
-def check_batch(batch: dict[str, torch.Tensor], truth: dict[int, tuple]) -> set[int]:
+def check_batch(batch: Batch, truth: dict[int, tuple]) -> set[int]:
     """Every sampled transition equals what happened; returns the ids seen."""
-    ids = batch["actions"].tolist()
+    ids = batch.actions.tolist()
     for i, tid in enumerate(ids):
         obs, next_obs, reward, terminated, done = truth[tid]
-        assert batch["obs"][i].tolist() == obs, tid
-        assert batch["next_obs"][i].tolist() == next_obs, tid
-        assert batch["rewards"][i].item() == pytest.approx(reward)
-        assert batch["terminateds"][i].item() == terminated
-        assert batch["dones"][i].item() == done
+        assert batch.obs[i].tolist() == obs, tid
+        assert batch.next_obs[i].tolist() == next_obs, tid
+        assert batch.rewards[i].item() == pytest.approx(reward)
+        assert batch.terminateds[i].item() == terminated
+        assert batch.dones[i].item() == done
     return set(ids)
 
 
@@ -168,9 +185,9 @@ def test_per_importance_sampling_weights() -> None:
     mem.anneal(100)  # beta 1: w = 1 / [0.8, 1.2]; / max -> [1, 2/3]
     np.testing.assert_allclose(mem.is_weights(np.array([1, 2])), [1.0, 2 / 3], rtol=1e-6)
     batch = mem.sample(CPU)
-    assert batch["weights"].dtype == torch.float32 and batch["weights"].shape == (2,)
-    expected = mem.is_weights(batch["idxs"].numpy())
-    np.testing.assert_allclose(batch["weights"].numpy(), expected)
+    assert batch.weights.dtype == torch.float32 and batch.weights.shape == (2,)
+    expected = mem.is_weights(batch.idxs.numpy())
+    np.testing.assert_allclose(batch.weights.numpy(), expected)
 
 
 def test_per_beta_anneals_linearly_to_exactly_one() -> None:
@@ -191,14 +208,14 @@ def test_per_stratified_sampling_covers_every_segment() -> None:
     for _ in range(4):
         stream.step(mem)
     for _ in range(5):
-        assert sorted(mem.sample(CPU)["idxs"].tolist()) == list(range(8))
+        assert sorted(mem.sample(CPU).idxs.tolist()) == list(range(8))
 
 
 def test_per_samples_in_proportion_to_priority() -> None:
     mem = filled_per()
     counts = np.zeros(4)
     for _ in range(10_000):
-        counts += np.bincount(mem.sample(CPU)["idxs"].numpy(), minlength=4)
+        counts += np.bincount(mem.sample(CPU).idxs.numpy(), minlength=4)
     # std of each frequency <= 0.0036 over 20000 draws; 0.02 is over 5 std (and seeded)
     np.testing.assert_allclose(counts / counts.sum(), [0.1, 0.2, 0.3, 0.4], atol=0.02)
 
@@ -257,20 +274,23 @@ def test_final_obs_ring_grows_after_wrapping(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_uint8_observations_stay_uint8() -> None:
-    mem = Replay({"max_size": 10, "batch_size": 2}, 2, (3, 3), np.uint8, (), np.int64)
+    config = ReplayConfig(name="Replay", max_size=10, batch_size=2)
+    mem = Replay(config, layout(2, (3, 3), np.uint8), 1, MAX_FRAME)
     obs = np.full((2, 3, 3), 200, dtype=np.uint8)
     ended = np.array([True, False])
-    mem.add(obs, np.zeros(2, np.int64), np.zeros(2, np.float32), obs + 1, ended, ~ended)
+    mem.add(Transition(obs, np.zeros(2, np.int64), np.zeros(2, np.float32), obs + 1, ended, ~ended))
     batch = mem.sample(CPU)
-    assert batch["obs"].dtype == torch.uint8 and batch["next_obs"].dtype == torch.uint8
-    assert batch["next_obs"].tolist() == (obs[:2] + 1).tolist()
+    assert batch.obs.dtype == torch.uint8 and batch.next_obs.dtype == torch.uint8
+    assert batch.next_obs.tolist() == (obs[:2] + 1).tolist()
     arrays = [v for v in vars(mem).values() if isinstance(v, np.ndarray)] + [mem.data["obs"]]
     assert all(a.dtype == np.uint8 for a in arrays if a.shape[-2:] == (3, 3))
 
 
 @pytest.mark.parametrize("num_envs", [1, 16])
 def test_float_max_size_and_footprint(num_envs: int) -> None:
-    mem = Replay({"max_size": 1e6, "batch_size": 32}, num_envs, (4,), np.float32, (), np.int64)
+    mem = Replay(
+        memory_config(Replay, max_size=1e6, batch_size=32), layout(num_envs, (4,)), 1, MAX_FRAME
+    )
     assert mem.capacity == 1_000_000
     one_copy = 1_000_000 * (4 * 4 + 8 + 4 + 1 + 1)  # obs + action + reward + two flags
     arrays = [v for v in vars(mem).values() if isinstance(v, np.ndarray)]
@@ -285,7 +305,7 @@ def test_use_cer_puts_the_newest_transitions_in_every_batch() -> None:
         for _ in range(30):
             newest = stream.step(mem)
             if mem.ready():
-                assert mem.sample(CPU)["actions"][-2:].tolist() == newest.tolist()
+                assert mem.sample(CPU).actions[-2:].tolist() == newest.tolist()
 
 
 def test_sampling_follows_the_global_seed() -> None:
@@ -295,7 +315,7 @@ def test_sampling_follows_the_global_seed() -> None:
         stream = EnvStream(2)
         for _ in range(20):
             stream.step(mem)
-        return [mem.sample(CPU)["actions"].tolist() for _ in range(3)]
+        return [mem.sample(CPU).actions.tolist() for _ in range(3)]
 
     assert draws(3) == draws(3)
     assert draws(3) != draws(4)
@@ -329,9 +349,9 @@ def test_state_round_trip_reproduces_samples(cls: type[Replay]) -> None:
             stream.step(mem, terminated=[0])
             other_stream.step(other, terminated=[0])
         a, b = mem.sample(CPU), other.sample(CPU)
-        assert a.keys() == b.keys()
-        for k in a:
-            assert torch.equal(a[k], b[k]), k
+        for k, x, y in zip(Batch._fields, a, b, strict=True):
+            assert (x is None) == (y is None), k
+            assert x is None or torch.equal(x, y), k
 
 
 def test_resume_with_restarted_episodes_keeps_newest_successors() -> None:
@@ -355,19 +375,27 @@ def test_resume_with_restarted_episodes_keeps_newest_successors() -> None:
 @pytest.mark.parametrize(
     ("cls", "spec", "message"),
     [
-        (Replay, {"batch_size": 7}, "batch_size: must be in [1, max_size=6], got 7"),
-        (Replay, {"max_size": 10.5}, "max_size: must be a positive whole number, got 10.5"),
-        (Replay, {"max_size": None}, "max_size: required by Replay"),
-        (PrioritizedReplay, {"alpha": 1.5}, "alpha: must be in [0, 1], got 1.5"),
-        (PrioritizedReplay, {"beta": -0.1}, "beta: must be in [0, 1], got -0.1"),
-        (PrioritizedReplay, {"epsilon": 0}, "epsilon: must be > 0"),
-        (PrioritizedReplay, {"beta_end_step": None}, "beta_end_step: required by"),
+        (Replay, {"batch_size": 7}, "agent.memory.batch_size: must be <= max_size (6), got 7"),
+        (Replay, {"max_size": 10.5}, "agent.memory.max_size: expected int, got 10.5"),
+        (Replay, {"max_size": None}, "agent.memory.max_size: required (int), missing"),
+        (PrioritizedReplay, {"alpha": 1.5}, "agent.memory.alpha: must be in [0, 1], got 1.5"),
+        (PrioritizedReplay, {"beta": -0.1}, "agent.memory.beta: must be in [0, 1], got -0.1"),
+        (PrioritizedReplay, {"epsilon": 0}, "agent.memory.epsilon: must be > 0, got 0"),
+        (PrioritizedReplay, {"beta_end_step": 0}, "agent.memory.beta_end_step: must be > 0"),
     ],
 )
 def test_bad_memory_spec(cls: type[Replay], spec: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(SpecError) as err:
         make_memory(cls, **spec)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_per_beta_without_end_step_reaches_one_at_max_frame() -> None:
+    mem = make_memory(PrioritizedReplay, beta=0.4, beta_end_step=None)
+    mem.anneal(MAX_FRAME // 2)
+    assert mem.beta == pytest.approx(0.7)
+    mem.anneal(MAX_FRAME)
+    assert mem.beta == 1.0
 
 
 @pytest.mark.parametrize(

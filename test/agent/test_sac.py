@@ -11,14 +11,21 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import SMALL_NET, TIMING_COLUMNS, invoke, read_session_df, run_dirs, write_spec_file
+from conftest import (
+    SMALL_NET,
+    TIMING_COLUMNS,
+    invoke,
+    make_algorithm,
+    read_session_df,
+    run_dirs,
+    write_spec_file,
+)
 from torch import distributions as dist
 
-from slm_lab.agent.agent import Agent
 from slm_lab.agent.algorithm.crossq import CrossQ
 from slm_lab.agent.algorithm.sac import SoftActorCritic, squashed_normal_sample, tanh_log_det
+from slm_lab.agent.memory.base import Batch, Transition
 from slm_lab.agent.net.batch_renorm import BatchRenorm1d
-from slm_lab.env.vec_env import VecEnv
 from slm_lab.experiment import control
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError
@@ -83,7 +90,7 @@ def sac_spec(
 
 
 def build(spec: dict[str, Any]) -> SoftActorCritic:
-    return Agent(spec["agent"], VecEnv(spec["env"], seed=0)).algorithm
+    return make_algorithm(spec)
 
 
 # -- the squashed Gaussian ------------------------------------------------------------------------
@@ -140,23 +147,23 @@ def discrete_sac() -> SoftActorCritic:
     return algo
 
 
-def batch_of(algo: SoftActorCritic, rewards: list[float], terminateds: list[bool]) -> dict:
+def batch_of(algo: SoftActorCritic, rewards: list[float], terminateds: list[bool]) -> Batch:
     n = len(rewards)
-    obs = torch.randn(n, *algo.obs_shape)
-    return {
-        "obs": obs,
-        "actions": torch.tensor([1, 0] * (n // 2)),
-        "rewards": torch.tensor(rewards),
-        "next_obs": torch.randn(n, *algo.obs_shape),
-        "terminateds": torch.tensor(terminateds),
-        "dones": torch.ones(n, dtype=torch.bool),  # the others truncated: they still bootstrap
-    }
+    return Batch(
+        obs=torch.randn(n, *algo.obs_shape),
+        actions=torch.tensor([1, 0] * (n // 2)),
+        rewards=torch.tensor(rewards),
+        next_obs=torch.randn(n, *algo.obs_shape),
+        terminateds=torch.tensor(terminateds),
+        dones=torch.ones(n, dtype=torch.bool),  # the others truncated: they still bootstrap
+    )
 
 
 def test_discrete_soft_v_target(discrete_sac: SoftActorCritic) -> None:
     algo = discrete_sac
-    constant_net(algo.target_q1_net, [1.0, 2.0])
-    constant_net(algo.target_q2_net, [1.5, 1.0])  # min over the twins: [1, 1]
+    target_q1_net, target_q2_net = algo.target.targets
+    constant_net(target_q1_net, [1.0, 2.0])
+    constant_net(target_q2_net, [1.5, 1.0])  # min over the twins: [1, 1]
     # the online critics must not enter the target
     constant_net(algo.q1_net, [100.0, 100.0])
     constant_net(algo.q2_net, [100.0, 100.0])
@@ -204,43 +211,45 @@ def test_discrete_target_entropy_auto_and_fixed_alpha() -> None:
 # -- target nets, policy delay, priorities -------------------------------------------------------
 def test_polyak_and_replace_target_updates() -> None:
     algo = build(sac_spec())
-    algo.polyak_coef = 0.1
+    target = algo.target
+    target_q1_net, target_q2_net = target.targets
+    assert (target.update_type, target.polyak_coef) == ("polyak", 0.005)  # from the spec
+    target.polyak_coef = 0.1
     with torch.no_grad():
         for p in algo.q1_net.parameters():
             p.add_(1.0)
-    old = [p.clone() for p in algo.target_q1_net.parameters()]
+    old = [p.clone() for p in target_q1_net.parameters()]
     net = [p.clone() for p in algo.q1_net.parameters()]
-    algo.update_targets()
-    for t, o, n in zip(algo.target_q1_net.parameters(), old, net, strict=True):
+    target.update()
+    for t, o, n in zip(target_q1_net.parameters(), old, net, strict=True):
         torch.testing.assert_close(t, 0.9 * o + 0.1 * n)
 
-    algo.update_type, algo.update_frequency = "replace", 10
+    target.update_type, target.update_frequency = "replace", 10
     with torch.no_grad():
         algo.q2_net.heads[0].weight.add_(1.0)
     algo.clock.frame = 5
-    algo.update_targets()  # 5 frames since the last copy: not yet
-    assert not torch.equal(algo.target_q2_net.heads[0].weight, algo.q2_net.heads[0].weight)
+    target.update()  # 5 frames since the last copy: not yet
+    assert not torch.equal(target_q2_net.heads[0].weight, algo.q2_net.heads[0].weight)
     algo.clock.frame = 10
-    algo.update_targets()
-    for t, n in zip(algo.target_q2_net.parameters(), algo.q2_net.parameters(), strict=True):
+    target.update()
+    for t, n in zip(target_q2_net.parameters(), algo.q2_net.parameters(), strict=True):
         assert torch.equal(t, n)
-    assert algo.last_target_update == 10
+    assert target.last_update == 10
 
 
 def fill(algo: SoftActorCritic, steps: int = 20) -> None:
     env = algo.env
-    obs = env.reset()
+    env.reset()
     for _ in range(steps):
-        actions = env.vec.action_space.sample()
-        next_obs, rewards, terminateds, truncateds, real_next_obs = env.step(actions)
-        algo.memory.add(obs, actions, rewards, real_next_obs, terminateds, truncateds)
-        obs = next_obs
+        algo.memory.add(env.step(env.vec.action_space.sample()))
 
 
 @pytest.mark.parametrize("algo_name", ["SoftActorCritic", "CrossQ"])
 def test_policy_delay_updates_actor_every_kth_critic_step(algo_name: str) -> None:
-    algo = build(sac_spec(algo_name, policy_delay=2))
-    algo.policy_delay = 2
+    spec = sac_spec(algo_name)
+    spec["agent"]["algorithm"]["policy_delay"] = 2  # CrossQ's spec has its own
+    algo = build(spec)
+    assert algo.config.policy_delay == 2
     fill(algo)
     actor_before = [p.clone() for p in algo.actor.parameters()]
     critic_before = [p.clone() for p in algo.q1_net.parameters()]
@@ -267,20 +276,22 @@ def test_prioritized_replay_gets_td_errors() -> None:
     algo = build(sac_spec(env="CartPole-v1", memory="PrioritizedReplay"))
     fill(algo)
     batch = algo.memory.sample(algo.device)
-    assert algo.memory.tree.get(batch["idxs"].numpy()).tolist() == [1.0] * 32
+    assert algo.memory.tree.get(batch.idxs.numpy()).tolist() == [1.0] * 32
     algo.train_batch(batch)
-    assert not np.allclose(algo.memory.tree.get(batch["idxs"].numpy()), 1.0)
+    assert not np.allclose(algo.memory.tree.get(batch.idxs.numpy()), 1.0)
 
 
 def test_crossq_has_no_targets_and_batch_renorm_critics() -> None:
-    algo = build(sac_spec("CrossQ"))
+    spec = sac_spec("CrossQ")
+    spec["agent"]["algorithm"]["policy_delay"] = 1
+    algo = build(spec)
     assert isinstance(algo, CrossQ)
+    assert algo.target is None
     assert set(algo.modules()) == {"actor", "q1_net", "q2_net", "log_alpha"}
     assert any(isinstance(m, BatchRenorm1d) for m in algo.q1_net.modules())
     assert tuple(algo.critic_optim.param_groups[0]["betas"]) == (0.5, 0.999)
     fill(algo)
     brn = next(m for m in algo.q1_net.modules() if isinstance(m, BatchRenorm1d))
-    algo.policy_delay = 1
     algo.train_batch(algo.memory.sample(algo.device))
     # one joint train-mode forward per critic step; the actor step (eval mode) adds none
     assert brn.num_batches_tracked.item() == 1
@@ -386,18 +397,18 @@ def test_interrupted_sac_run_resumes_to_the_same_data(
     spec_file = write_spec_file(
         tmp_path / "spec.json", {name: sac_spec(max_frame=RESUME_FRAMES, random_seed=123)}
     )
-    update = Agent.update
+    update = SoftActorCritic.update
 
-    def update_until_killed(self: Agent, *args: object) -> None:
-        if self.env.clock.frame >= STOP_FRAME:
+    def update_until_killed(self: SoftActorCritic, t: Transition) -> None:
+        if self.clock.frame >= STOP_FRAME:
             raise Interrupted
-        update(self, *args)
+        update(self, t)
 
     with contextlib.chdir(tmp_path):
         assert invoke(["run", str(spec_file), name, "dev"]).exit_code == 0
         [dir_a] = run_dirs(Path("data"))
         with monkeypatch.context() as m, pytest.raises(Interrupted):
-            m.setattr(Agent, "update", update_until_killed)
+            m.setattr(SoftActorCritic, "update", update_until_killed)
             m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
             invoke(["run", str(spec_file), name, "dev"])
         [dir_b] = set(run_dirs(Path("data"))) - {dir_a}

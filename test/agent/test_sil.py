@@ -12,41 +12,65 @@ import torch
 from conftest import (
     TIMING_COLUMNS,
     invoke,
+    make_algorithm,
     make_spec,
     read_session_df,
     run_dirs,
     write_spec_file,
 )
 
-from slm_lab.agent.agent import Agent
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.ppo import PPO
-from slm_lab.agent.algorithm.sil import PPOSIL, SIL, SelfImitation
-from slm_lab.agent.memory.sil import SILReplay, discounted_returns
-from slm_lab.env.vec_env import VecEnv
+from slm_lab.agent.algorithm.registry import ALGORITHMS
+from slm_lab.agent.algorithm.sil import SelfImitation
+from slm_lab.agent.memory.base import Batch, Layout, Transition
+from slm_lab.agent.memory.config import SILMemoryConfig
+from slm_lab.agent.memory.sil import SILReplay
 from slm_lab.experiment import control
+from slm_lab.lib.math_util import calc_returns
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError
 
 GAMMA = 0.5
+CPU = torch.device("cpu")
 
 
 def replay(max_size: int = 100, batch_size: int = 4, num_envs: int = 2, cer: bool = False):
-    spec = {"max_size": max_size, "batch_size": batch_size, "use_cer": cer}
-    return SILReplay(spec, num_envs, (1,), np.float32, (), np.int64, gamma=GAMMA)
+    config = SILMemoryConfig(
+        name="OnPolicyBatchReplay", max_size=max_size, batch_size=batch_size, use_cer=cer
+    )
+    layout = Layout(num_envs, (1,), np.dtype(np.float32), (), np.dtype(np.int64))
+    return SILReplay(config, layout, gamma=GAMMA)
+
+
+def transition(obs: np.ndarray, rewards, term, trunc) -> Transition:
+    """One vector step of `obs` (the next obs is obs + 1: SIL stores no successors)."""
+    n = len(obs)
+    return Transition(
+        obs,
+        np.arange(n),
+        np.asarray(rewards, dtype=np.float32),
+        obs + 1,
+        np.asarray(term),
+        np.asarray(trunc),
+    )
 
 
 def step(mem: SILReplay, t: int, rewards, term=(False, False), trunc=(False, False), values=None):
     """Env e's obs at step t is 10 * e + t (so rows are traceable)."""
     obs = np.array([[10.0 * e + t] for e in range(mem.num_envs)], dtype=np.float32)
     mem.add(
-        obs,
-        np.arange(mem.num_envs),
-        np.asarray(rewards, dtype=np.float32),
-        np.asarray(term),
-        np.asarray(trunc),
+        transition(obs, rewards, term, trunc),
         None if values is None else np.asarray(values, dtype=np.float32),
     )
+
+
+def assert_same_batch(a: Batch, b: Batch) -> None:
+    """The SIL fields (obs, actions, returns) equal; the rest absent from both."""
+    for k, x, y in zip(Batch._fields, a, b, strict=True):
+        assert (x is None) == (y is None), k
+        if x is not None:
+            torch.testing.assert_close(x, y)
 
 
 def stored(mem: SILReplay) -> dict[float, float]:
@@ -56,9 +80,15 @@ def stored(mem: SILReplay) -> dict[float, float]:
 
 
 def test_discounted_returns_by_hand() -> None:
-    np.testing.assert_allclose(discounted_returns(np.array([1.0, 2.0, 4.0]), 0.5), [3.0, 4.0, 4.0])
+    rewards = torch.tensor([[1.0], [2.0], [4.0]])  # [T, N]: one env's episode
+    no_end = torch.zeros(3, 1, dtype=torch.bool)
+    torch.testing.assert_close(
+        calc_returns(rewards, no_end, 0.5), torch.tensor([[3.0], [4.0], [4.0]])
+    )
     # bootstrapped: R_2 = 4 + 0.5 * 8 = 8, R_1 = 2 + 4 = 6, R_0 = 1 + 3 = 4
-    np.testing.assert_allclose(discounted_returns(np.array([1.0, 2.0, 4.0]), 0.5, 8.0), [4, 6, 8])
+    torch.testing.assert_close(
+        calc_returns(rewards, no_end, 0.5, bootstrap=8.0), torch.tensor([[4.0], [6.0], [8.0]])
+    )
 
 
 def test_episode_returns_per_env_over_whole_episodes() -> None:
@@ -90,28 +120,16 @@ def test_long_episodes_grow_the_stage_and_wrap_the_store() -> None:
     mem = replay(max_size=300, num_envs=1)
     n = 700  # longer than the initial stage (256) and than the store
     for t in range(n):
-        mem.add(
-            np.array([[t]], dtype=np.float32),
-            np.zeros(1, dtype=np.int64),
-            np.ones(1, dtype=np.float32),
-            np.array([t == n - 1]),
-            np.array([False]),
-        )
+        mem.add(transition(np.array([[t]], dtype=np.float32), [1.0], [t == n - 1], [False]))
     assert mem.size == 300
     assert mem.stage["obs"].shape[1] == 300  # staged obs are a ring of at most max_size steps
     got = stored(mem)
     assert sorted(got) == [float(t) for t in range(400, 700)]  # the episode's last 300 steps
-    for t in (400, 650, 699):
-        assert got[float(t)] == pytest.approx(discounted_returns(np.ones(n - t), GAMMA)[0])
+    for t in (400, 650, 699):  # n - t rewards of 1 to the end: sum of 0.5^k = 2 * (1 - 0.5^(n-t))
+        assert got[float(t)] == pytest.approx(2 * (1 - GAMMA ** (n - t)))
     # the next episode overwrites the oldest rows first
     for t in range(3):
-        mem.add(
-            np.array([[1000.0 + t]], dtype=np.float32),
-            np.zeros(1, dtype=np.int64),
-            np.ones(1, dtype=np.float32),
-            np.array([t == 2]),
-            np.array([False]),
-        )
+        mem.add(transition(np.array([[1000.0 + t]], dtype=np.float32), [1.0], [t == 2], [False]))
     got = stored(mem)
     assert 400.0 not in got and 402.0 not in got and 403.0 in got and 1002.0 in got
 
@@ -121,20 +139,20 @@ def test_cer_puts_the_newest_episode_ends_last_and_sampling_is_seeded() -> None:
     mem = replay(batch_size=5, cer=True)
     for t in range(4):
         step(mem, t, [1, 1], term=(t == 3, t == 1))
-    batch = mem.sample(torch.device("cpu"))
-    assert batch["obs"].shape == (5, 1) and batch["returns"].dtype == torch.float32
+    batch = mem.sample(CPU)
+    assert batch.obs.shape == (5, 1) and batch.rewards.dtype == torch.float32  # R in rewards
     for _ in range(10):  # env 0's last step, the newest episode end, closes every batch
-        assert mem.sample(torch.device("cpu"))["obs"][-1, 0].item() == 3.0
+        assert mem.sample(CPU).obs[-1, 0].item() == 3.0
     torch.manual_seed(3)
     plain = replay(batch_size=5)
     for t in range(4):
         step(plain, t, [1, 1], term=(t == 3, t == 1))
-    assert any(plain.sample(torch.device("cpu"))["obs"][-1, 0].item() != 3.0 for _ in range(10))
+    assert any(plain.sample(CPU).obs[-1, 0].item() != 3.0 for _ in range(10))
     torch.manual_seed(3)
     mem2 = replay(batch_size=5, cer=True)
     for t in range(4):
         step(mem2, t, [1, 1], term=(t == 3, t == 1))
-    torch.testing.assert_close(mem2.sample(torch.device("cpu")), batch)
+    assert_same_batch(mem2.sample(CPU), batch)
 
 
 def test_state_round_trip_through_torch_save_keeps_staged_episodes_and_rng(
@@ -143,7 +161,7 @@ def test_state_round_trip_through_torch_save_keeps_staged_episodes_and_rng(
     mem = replay()
     step(mem, 0, [1, 1], term=(True, False))
     step(mem, 1, [2, 2])
-    mem.sample(torch.device("cpu"))  # the generator has moved on from its seed
+    mem.sample(CPU)  # the generator has moved on from its seed
     torch.save(mem.state_dict(), tmp_path / "mem.pt")
     mem2 = replay()
     mem2.load_state_dict(torch.load(tmp_path / "mem.pt", weights_only=True))
@@ -151,19 +169,19 @@ def test_state_round_trip_through_torch_save_keeps_staged_episodes_and_rng(
         step(m, 2, [4, 4], term=(False, True))
     assert stored(mem) == stored(mem2)
     assert stored(mem2)[10.0] == 1 + 0.5 * (2 + 0.5 * 4)  # staged steps survived the round trip
-    torch.testing.assert_close(mem.sample(torch.device("cpu")), mem2.sample(torch.device("cpu")))
+    assert_same_batch(mem.sample(CPU), mem2.sample(CPU))
     mem2.mark_truncated()  # a resume that restarted episodes drops the partial ones
     assert mem2.stage_len.tolist() == [0, 0]
 
 
 # -- the SIL loss worked by hand -------------------------------------------------------------
-def sil_algo(algo: str = "sil") -> SIL:
+def sil_algo(algo: str = "sil") -> ActorCritic:
     spec = make_spec(algo, "CartPole-v1")
     spec["agent"]["net"]["hid_layers"] = []  # heads only: outputs are set by hand
     spec["agent"]["algorithm"]["training_iter"] = 1
     spec["agent"]["algorithm"]["sil_val_loss_coef"] = 0.5
     spec["agent"]["net"]["clip_grad_val"] = None
-    return Agent(spec["agent"], VecEnv(spec["env"], seed=0)).algorithm
+    return make_algorithm(spec)
 
 
 def test_sil_loss_imitates_only_better_than_expected_transitions() -> None:
@@ -175,16 +193,15 @@ def test_sil_loss_imitates_only_better_than_expected_transitions() -> None:
         critic.heads[0].weight.zero_()
         critic.heads[0].bias.fill_(2.0)
     # two transitions: action 0 with R = 6 (A+ = 4), action 1 with R = 1 (A+ = 0)
-    batch = {
-        "obs": torch.zeros(2, 4),
-        "actions": torch.tensor([0, 1]),
-        "returns": torch.tensor([6.0, 1.0]),
-    }
-    algo.sil_memory.sample = lambda device: batch
-    algo.sil_memory.size = algo.sil_memory.batch_size
+    batch = Batch(
+        obs=torch.zeros(2, 4), actions=torch.tensor([0, 1]), rewards=torch.tensor([6.0, 1.0])
+    )
+    algo.sil.memory.sample = lambda device: batch
+    algo.sil.memory.size = algo.sil.memory.batch_size  # ready
     for optim in algo.optims:
         optim.param_groups[0]["lr"] = 0.0  # look at the loss and gradients, keep the weights
-    loss = algo.train_sil()
+    algo.sil.train()
+    loss = algo.sil.loss
     policy_loss = -(math.log(0.25) * 4 + 0) / 2
     val_loss = 0.5 * (4**2 + 0) / 2
     assert loss == pytest.approx(1.0 * policy_loss + 0.5 * val_loss, rel=1e-5)
@@ -198,14 +215,14 @@ def test_sil_loss_imitates_only_better_than_expected_transitions() -> None:
 
 def test_sil_takes_no_step_when_nothing_beats_its_value() -> None:
     algo = sil_algo()
-    batch = {
-        "obs": torch.zeros(2, 4),
-        "actions": torch.tensor([0, 1]),
-        "returns": torch.full((2,), -1e3),
-    }
-    algo.sil_memory.sample = lambda device: batch
+    batch = Batch(
+        obs=torch.zeros(2, 4), actions=torch.tensor([0, 1]), rewards=torch.full((2,), -1e3)
+    )
+    algo.sil.memory.sample = lambda device: batch
+    algo.sil.memory.size = algo.sil.memory.batch_size  # ready
     before = [p.detach().clone() for p in algo.nets.parameters()]
-    assert algo.train_sil() == 0.0
+    algo.sil.train()
+    assert algo.sil.loss == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, algo.nets.parameters(), strict=True))
     assert algo.clock.opt_step == 0
 
@@ -217,32 +234,42 @@ def test_truncated_episode_returns_bootstrap_from_the_critic() -> None:
         algo.nets.critic.heads[0].bias.fill_(2.0)
     obs = np.zeros((2, 4), dtype=np.float32)
     algo.update(
-        obs,
-        np.array([0, 1]),
-        np.array([1.0, 1.0], dtype=np.float32),
-        obs,
-        np.array([False, True]),
-        np.array([True, True]),  # env 0 cut by a time limit, env 1 terminated (and cut)
+        Transition(
+            obs,
+            np.array([0, 1]),
+            np.array([1.0, 1.0], dtype=np.float32),
+            obs,
+            np.array([False, True]),
+            np.array([True, True]),  # env 0 cut by a time limit, env 1 terminated (and cut)
+        )
     )
-    returns = sorted(algo.sil_memory.data["returns"][: algo.sil_memory.size].tolist())
+    returns = sorted(algo.sil.memory.data["returns"][: algo.sil.memory.size].tolist())
     assert returns == pytest.approx([1.0, 1.0 + 0.99 * 2.0])
 
 
 def test_ppo_sil_is_ppo_with_self_imitation() -> None:
+    assert ALGORITHMS["PPOSIL"] is PPO and ALGORITHMS["SIL"] is ActorCritic
     algo = sil_algo("ppo_sil")
-    assert isinstance(algo, PPOSIL) and hasattr(algo, "clip_eps")
-    assert algo.memory_size() == 32  # PPO's time_horizon, not the SIL replay's sizes
-    # SelfImitation.train's super().train() is PPO's clipped update, not A2C's
-    assert super(SelfImitation, algo).train.__func__ is PPO.train
-    assert PPO.train is not ActorCritic.train
-    assert algo.sil_memory.batch_size == 16 and algo.sil_memory.use_cer
+    assert type(algo) is PPO and isinstance(algo.sil, SelfImitation)
+    assert algo.memory.size == 32  # PPO's time_horizon, not the SIL replay's sizes
+    assert algo.sil.memory.batch_size == 16 and algo.sil.memory.use_cer
+    # a training call is PPO's clipped update, not A2C's, then the self-imitation steps
+    assert PPO.train_actor_critic is not ActorCritic.train_actor_critic
+    calls = []
+    algo.train_actor_critic = lambda: calls.append("ppo") or 1.5
+    algo.sil.train = lambda: calls.append("sil")
+    assert algo.train() == 1.5 and calls == ["ppo", "sil"]
+    assert make_algorithm(make_spec("ppo")).sil is None  # plain PPO imitates nothing
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"max_size": None}, "agent.memory.max_size: required by PPOSIL"),
-        ({"sil_replay_name": "PrioritizedReplay"}, "sil_replay_name: only Replay is available"),
+        ({"max_size": None}, "agent.memory.max_size: required (int), missing"),
+        (
+            {"sil_replay_name": "PrioritizedReplay"},
+            "agent.memory.sil_replay_name: 'PrioritizedReplay' is not one of Replay",
+        ),
         ({"batch_size": 5000}, "agent.memory.batch_size: must be <= max_size (1000)"),
     ],
 )
@@ -263,18 +290,18 @@ def test_interrupted_ppo_sil_run_resumes_to_the_same_data(
     name = "ppo_sil_resume"
     spec = make_spec("ppo_sil", max_frame=600, random_seed=5)
     spec_file = write_spec_file(tmp_path / "spec.json", {name: spec})
-    update = Agent.update
+    update = ActorCritic.update  # PPO's: the agent binds its algorithm's update when built
 
-    def update_until_killed(self: Agent, *args: object) -> None:
-        if self.env.clock.frame >= 350:
+    def update_until_killed(self: ActorCritic, t: Transition) -> None:
+        if self.clock.frame >= 350:
             raise Interrupted
-        update(self, *args)
+        update(self, t)
 
     with contextlib.chdir(tmp_path):
         assert invoke(["run", str(spec_file), name, "dev"]).exit_code == 0
         [dir_a] = run_dirs(Path("data"))
         with monkeypatch.context() as m, pytest.raises(Interrupted):
-            m.setattr(Agent, "update", update_until_killed)
+            m.setattr(ActorCritic, "update", update_until_killed)
             m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
             invoke(["run", str(spec_file), name, "dev"])
         [dir_b] = set(run_dirs(Path("data"))) - {dir_a}

@@ -60,12 +60,18 @@ def without(spec: dict[str, Any], path: str) -> dict[str, Any]:
     ("path", "line"),
     [
         ("env.name", "env.name: required (str), missing"),
-        ("env.max_frame", "env.max_frame: required (float), missing"),
+        ("env.max_frame", "env.max_frame: required (int), missing"),
         ("agent.algorithm.name", "agent.algorithm.name: required (str), missing"),
-        ("agent.algorithm", "agent.algorithm: required (dict), missing"),
-        ("agent.net.type", "agent.net.type: required (str), missing"),
-        ("meta", "meta: required (dict), missing"),
-        ("agent.algorithm.clip_eps_spec.name", "clip_eps_spec.name: required (str), missing"),
+        ("agent.algorithm", "agent.algorithm: required (mapping), missing"),
+        (
+            "agent.net.type",
+            "agent.net.type: required (one of MLPNet, ConvNet, RecurrentNet, DuelingMLPNet, DuelingConvNet, TorchArcNet), missing",
+        ),
+        ("meta", "meta: required (mapping), missing"),
+        (
+            "agent.algorithm.clip_eps_spec.name",
+            "clip_eps_spec.name: required (one of no_decay, linear_decay, rate_decay, periodic_decay), missing",
+        ),
         (
             "agent.algorithm.entropy_coef_spec.start_val",
             "entropy_coef_spec.start_val: required (float), missing",

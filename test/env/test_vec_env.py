@@ -7,6 +7,7 @@ import tomllib
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import make_env as env_of
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -48,7 +49,7 @@ CARTPOLE_RESET_BOUND = 0.05  # reset observations are uniform in [-0.05, 0.05]
 
 
 def make_env(name: str = "CartPole-v1", num_envs: int = 2, seed: int = 0, **spec: object) -> VecEnv:
-    return VecEnv({"name": name, "num_envs": num_envs, "max_frame": 10**6, **spec}, seed)
+    return env_of({"name": name, "num_envs": num_envs, "max_frame": 10**6, **spec}, seed)
 
 
 def random_actions(env: VecEnv, rng: np.random.Generator) -> np.ndarray:
@@ -63,9 +64,12 @@ def test_real_next_obs_differs_exactly_where_an_episode_ended() -> None:
     env.reset()
     ended = 0
     for step in range(300):
-        next_obs, rewards, terminateds, truncateds, real_next_obs = env.step(
-            random_actions(env, rng)
-        )
+        acted_on = env.obs
+        t = env.step(random_actions(env, rng))
+        assert t.obs is acted_on
+        # next_obs: what the agent acts on next; real_next_obs: each transition's true successor
+        next_obs, real_next_obs = env.obs, t.next_obs
+        terminateds, truncateds = t.terminateds, t.truncateds
         dones = terminateds | truncateds
         ended += int(dones.sum())
         for i in range(env.num_envs):
@@ -88,7 +92,7 @@ def test_real_next_obs_differs_exactly_where_an_episode_ended() -> None:
 
 
 def test_clock_done_at_max_frame() -> None:
-    env = VecEnv({"name": "CartPole-v1", "num_envs": 4, "max_frame": 20}, 0)
+    env = env_of({"name": "CartPole-v1", "num_envs": 4, "max_frame": 20})
     env.reset()
     steps = 0
     while not env.done():
@@ -106,7 +110,8 @@ def test_max_t_truncates_episodes(name: str) -> None:
     lengths = np.zeros(env.num_envs, dtype=int)
     truncations = 0
     for _ in range(60):
-        _, _, terminateds, truncateds, _ = env.step(random_actions(env, rng))
+        t = env.step(random_actions(env, rng))
+        terminateds, truncateds = t.terminateds, t.truncateds
         lengths += 1
         assert np.all(lengths <= 10)
         assert np.all(lengths[truncateds] == 10)
@@ -159,8 +164,9 @@ def test_total_reward_is_mean_of_unnormalized_returns(normalize_reward: bool) ->
     rewards_differ = False
     for _ in range(230):
         actions = random_actions(env, rng)
-        _, raw_rewards, term, trunc, _ = raw_env.step(actions)
-        _, rewards, *_ = env.step(actions)
+        raw = raw_env.step(actions)
+        raw_rewards, term, trunc = raw.rewards, raw.terminateds, raw.truncateds
+        rewards = env.step(actions).rewards
         rewards_differ |= not np.allclose(rewards, raw_rewards)
         running += raw_rewards
         for i in np.flatnonzero(term | trunc):
@@ -188,7 +194,7 @@ def test_total_reward_window_is_last_100_episodes() -> None:
 def test_non_capturable_env_resumes_with_fresh_episodes_and_kept_statistics() -> None:
     """Box2D state is native: resume keeps finished-episode stats and reward normalizer, not episode state."""
     spec = {"name": "LunarLander-v3", "num_envs": 2, "max_frame": 10000, "normalize_reward": True}
-    env = VecEnv(spec, seed=3)
+    env = env_of(spec, seed=3)
     env.reset()
     rng = np.random.default_rng(0)
     while env.clock.epi < 2:
@@ -200,7 +206,7 @@ def test_non_capturable_env_resumes_with_fresh_episodes_and_kept_statistics() ->
     returns = list(env.stats.return_queue)
     rms_var = float(env.reward_norm.return_rms.var)
 
-    resumed = VecEnv(spec, seed=3)
+    resumed = env_of(spec, seed=3)
     assert resumed.load_state_dict(state) is False
     assert list(resumed.stats.return_queue) == returns
     assert resumed.stats.episode_count == env.stats.episode_count
@@ -225,7 +231,7 @@ def test_episode_statistics_and_reward_normalizer_count_every_step_of_every_epis
     """Same-step autoreset: the step after an episode's last is the next episode's first, and
     both wrappers must count it (Gymnasium < 1.4 dropped it, as if it were a reset step)."""
     spec = {"name": THREE_STEP_ENV_ID, "num_envs": 2, "max_frame": 100, "normalize_reward": True}
-    env = VecEnv(spec, seed=0, gamma=0.5)
+    env = env_of(spec, seed=0, gamma=0.5)
     env.reset()
     for _ in range(4):  # a whole episode, then the first step of the next
         env.step(np.zeros(2, dtype=np.int64))

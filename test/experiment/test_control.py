@@ -16,9 +16,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import TIMING_COLUMNS, invoke, make_spec, read_session_df, run_dirs, write_spec_file
+from conftest import (
+    TIMING_COLUMNS,
+    invoke,
+    load,
+    make_spec,
+    read_session_df,
+    run_dirs,
+    write_spec_file,
+)
 
-from slm_lab.agent.agent import Agent
+from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.experiment import control
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 
@@ -187,17 +195,17 @@ def test_interrupted_run_resumes_to_the_same_data(
     run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec_file, dir_a = run_a
-    update = Agent.update
+    update = Algorithm.update  # every algorithm's update reaches it
 
-    def update_until_killed(self: Agent, *args: object) -> None:
-        if self.env.clock.frame >= STOP_FRAME:
+    def update_until_killed(self: Algorithm, *args: object) -> None:
+        if self.clock.frame >= STOP_FRAME:
             raise Interrupted
         update(self, *args)
 
     with contextlib.chdir(workdir):
         before = set(run_dirs(Path("data")))
         with monkeypatch.context() as m, pytest.raises(Interrupted):
-            m.setattr(Agent, "update", update_until_killed)
+            m.setattr(Algorithm, "update", update_until_killed)
             # write the state at every checkpoint (checkpoint files are otherwise rate-limited)
             m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
             invoke(["run", str(spec_file), RUN_NAME, "dev"])
@@ -269,7 +277,7 @@ def test_session_flushes_denormals(tmp_path: Path) -> None:
     denormal = torch.tensor([1e-39])
     assert (denormal * 1.0).item() != 0.0
     try:
-        control.Session({**make_spec("ppo"), "name": "ppo"}, tmp_path, trial=0, session=0)
+        control.Session(load({**make_spec("ppo"), "name": "ppo"}), tmp_path, trial=0, session=0)
         assert (denormal * 1.0).item() == 0.0
     finally:
         torch.set_flush_denormal(False)

@@ -8,17 +8,22 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import invoke, make_spec, read_session_df, run_dirs
+from conftest import (
+    invoke,
+    make_algorithm,
+    make_spec,
+    net_config,
+    net_spec,
+    read_session_df,
+    run_dirs,
+)
 from test_value_based_smoke import IMAGE_ENV_ID, IMAGE_SHAPE, REPLAY, value_spec
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "agent"))
 from test_sac import sac_spec  # noqa: E402
 
-from slm_lab.agent.agent import Agent
 from slm_lab.agent.net.registry import build_net
 from slm_lab.agent.net.torcharc_net import TorchArcNet
-from slm_lab.env.vec_env import VecEnv
-from slm_lab.lib.util import role_spec
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError
 
@@ -51,7 +56,7 @@ CONV_ARC = {
 
 def test_body_from_the_arc_then_heads() -> None:
     torch.manual_seed(0)
-    net = build_net({"type": "TorchArcNet", "arc": MLP_ARC}, (4,), [2, 1])
+    net = build_net(net_config({"type": "TorchArcNet", "arc": MLP_ARC}), (4,), [2, 1])
     assert isinstance(net, TorchArcNet)
     linears = [m for m in net.body.modules() if isinstance(m, torch.nn.Linear)]
     assert [(m.in_features, m.out_features) for m in linears] == [(4, 16), (16, 8)]  # lazy: built
@@ -64,7 +69,9 @@ def test_body_from_the_arc_then_heads() -> None:
 
 
 def test_conv_arc_flattens_and_normalizes_frames() -> None:
-    net = build_net({"type": "TorchArcNet", "arc": CONV_ARC, "normalize": True}, IMAGE_SHAPE, [2])
+    net = build_net(
+        net_config({"type": "TorchArcNet", "arc": CONV_ARC, "normalize": True}), IMAGE_SHAPE, [2]
+    )
     # (12 - 3) // 2 + 1 = 5: 4 channels x 5 x 5 features
     assert net.heads[0].in_features == 4 * 5 * 5
     frames = torch.full((3, *IMAGE_SHAPE), 255, dtype=torch.uint8)
@@ -72,7 +79,9 @@ def test_conv_arc_flattens_and_normalizes_frames() -> None:
 
 
 def test_init_fn_reinitializes_the_body() -> None:
-    net = build_net({"type": "TorchArcNet", "arc": MLP_ARC, "init_fn": "zeros_"}, (4,), [2])
+    net = build_net(
+        net_config({"type": "TorchArcNet", "arc": MLP_ARC, "init_fn": "zeros_"}), (4,), [2]
+    )
     assert all(
         m.weight.abs().sum() == 0 for m in net.body.modules() if isinstance(m, torch.nn.Linear)
     )
@@ -133,7 +142,7 @@ def test_sac_critic_arcs_are_checked_on_obs_and_action() -> None:
         type="TorchArcNet", actor_arc=linear_arc(3), critic_arc=linear_arc(4)
     )
     spec_util.validate(spec)  # both fit
-    algo = Agent(spec["agent"], VecEnv(spec["env"], seed=0)).algorithm
+    algo = make_algorithm(spec)
     assert algo.q1_net.heads[0].in_features == 8 and algo.actor.heads[0].in_features == 8
     spec["agent"]["net"]["critic_arc"] = linear_arc(3)  # sized for the observation alone
     with pytest.raises(
@@ -146,9 +155,9 @@ def test_sac_critic_arcs_are_checked_on_obs_and_action() -> None:
 def test_a_role_arc_file_replaces_the_shared_arc(tmp_path: Path) -> None:
     (tmp_path / "critic.yaml").write_text(yaml.safe_dump(linear_arc(4) | {}))
     net = {"type": "TorchArcNet", "arc": MLP_ARC, "critic_arc_file": str(tmp_path / "critic.yaml")}
-    critic = role_spec(net, "critic")
-    assert "arc" not in critic and critic["arc_file"].endswith("critic.yaml")
-    assert role_spec(net, "actor")["arc"] == MLP_ARC
+    roles = net_spec(net)
+    assert roles.critic.arc is None and roles.critic.arc_file.endswith("critic.yaml")
+    assert roles.actor.arc == MLP_ARC and roles.actor.arc_file is None
 
 
 def test_arc_with_biasless_layers_takes_an_init_fn() -> None:
@@ -160,7 +169,9 @@ def test_arc_with_biasless_layers_takes_an_init_fn() -> None:
         },
         "graph": {"input": "x", "modules": {"body": ["x"]}, "output": "body"},
     }
-    net = build_net({"type": "TorchArcNet", "arc": arc, "init_fn": "orthogonal_"}, (4,), [2])
+    net = build_net(
+        net_config({"type": "TorchArcNet", "arc": arc, "init_fn": "orthogonal_"}), (4,), [2]
+    )
     assert net.body.body[0].bias is None and net(torch.randn(3, 4))[0].shape == (3, 2)
 
 
@@ -257,7 +268,7 @@ def test_arc_can_name_lazy_batch_renorm_and_weight_norm_layers() -> None:
         "graph": {"input": "x", "modules": {"body": ["x"]}, "output": "body"},
     }
     spec = {"type": "TorchArcNet", "arc": arc, "init_fn": "orthogonal_"}
-    net = build_net(spec, (3,), [1])
+    net = build_net(net_config(spec), (3,), [1])
     wn, brn = net.body.body[0], net.body.body[1]
     assert type(wn).__name__ == "WeightNormLinear" and type(brn).__name__ == "BatchRenorm1d"
     assert (wn.linear.in_features, wn.linear.out_features, brn.num_features) == (3, 16, 16)
@@ -267,6 +278,6 @@ def test_arc_can_name_lazy_batch_renorm_and_weight_norm_layers() -> None:
     out.sum().backward()
     assert wn.linear.parametrizations.weight.original1.grad is not None  # direction v trains
     # a fresh net of the same spec loads the trained one's weights and statistics
-    other = build_net(spec, (3,), [1])
+    other = build_net(net_config(spec), (3,), [1])
     other.load_state_dict(net.state_dict())
     torch.testing.assert_close(other.eval()(x)[0], net.eval()(x)[0])

@@ -1,6 +1,7 @@
 """Schedules at start, middle and end steps, with exact expected values."""
 
 import pytest
+from conftest import schedule
 
 from slm_lab.lib.schedule import VarScheduler, linear_decay, no_decay, periodic_decay, rate_decay
 
@@ -43,7 +44,9 @@ def test_periodic_decay(step: int, expected: float) -> None:
 @pytest.mark.parametrize("name", ["linear_decay", "rate_decay", "periodic_decay"])
 def test_end_val_zero_is_exactly_zero_at_and_after_end_step(name: str) -> None:
     sched = VarScheduler(
-        {"name": name, "start_val": 0.5, "end_val": 0.0, "start_step": 100, "end_step": 1000}
+        schedule(
+            {"name": name, "start_val": 0.5, "end_val": 0.0, "start_step": 100, "end_step": 1000}
+        )
     )
     assert sched.update(0) == 0.5
     assert 0.0 < sched.update(999) < 0.5
@@ -53,20 +56,30 @@ def test_end_val_zero_is_exactly_zero_at_and_after_end_step(name: str) -> None:
 
 def test_var_scheduler_reads_float_steps_from_spec() -> None:
     sched = VarScheduler(
-        {"name": "linear_decay", "start_val": 1.0, "end_val": 0.0, "start_step": 0, "end_step": 1e3}
+        schedule(
+            {
+                "name": "linear_decay",
+                "start_val": 1.0,
+                "end_val": 0.0,
+                "start_step": 0,
+                "end_step": 1e3,
+            }
+        )
     )
     assert sched.update(500) == pytest.approx(0.5)
 
 
 def test_var_scheduler_eval_mode_returns_end_val() -> None:
     sched = VarScheduler(
-        {
-            "name": "linear_decay",
-            "start_val": 1.0,
-            "end_val": 0.05,
-            "start_step": 0,
-            "end_step": 1000,
-        }
+        schedule(
+            {
+                "name": "linear_decay",
+                "start_val": 1.0,
+                "end_val": 0.05,
+                "start_step": 0,
+                "end_step": 1000,
+            }
+        )
     )
     assert sched.update(0) == 1.0
     assert sched.update(0, eval_mode=True) == 0.05
@@ -75,7 +88,9 @@ def test_var_scheduler_eval_mode_returns_end_val() -> None:
 
 def test_var_scheduler_no_decay_ignores_end_val() -> None:
     sched = VarScheduler(
-        {"name": "no_decay", "start_val": 0.2, "end_val": 0.9, "start_step": 0, "end_step": 10}
+        schedule(
+            {"name": "no_decay", "start_val": 0.2, "end_val": 0.9, "start_step": 0, "end_step": 10}
+        )
     )
     assert sched.update(5) == 0.2
     assert sched.update(5, eval_mode=True) == 0.2

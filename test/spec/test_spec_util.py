@@ -172,7 +172,7 @@ def test_bad_input_raises_spec_error(case: str, tmp_path: Path) -> None:
         ({"env.max_frame": 1.5e3}, None),
         (
             {"agent.net.actor_optim_spec": {"name": "Adam", "lr": "0.001"}},
-            "agent.net.actor_optim_spec.lr: expected a number, got '0.001'",
+            "agent.net.actor_optim_spec.lr: expected float, got '0.001'",
         ),
         (
             {"agent.net.critic_optim_spec": {"name": "Adam", "lr": -0.1}},

@@ -3,61 +3,108 @@
 Advantages: GAE when `lam` is set, else n-step returns when `num_step_returns` is set, else
 Monte-Carlo returns minus V; `normalize_advs` standardizes them per batch.
 loss = -mean(log pi(a|s) * A) - entropy_coef * mean(H) + val_loss_coef * loss_fn(V(s), V_target)
+
+With self-imitation (the SIL and PPOSIL configs) the actor-critic holds a `SelfImitation`
+component: every transition also goes to its replay, and each training call ends with its
+steps (see sil.py).
 """
 
+from typing import Any
+
+import numpy as np
 import torch
 
 from slm_lab.agent.algorithm.config import ActorCriticConfig
 from slm_lab.agent.algorithm.policy_gradient import PolicyGradient, flat
+from slm_lab.agent.algorithm.sil import SelfImitation
+from slm_lab.agent.memory.base import Batch, Transition
 from slm_lab.agent.net import net_util
 from slm_lab.lib.math_util import calc_gaes, calc_nstep_returns, calc_returns, normalize
 
 
 class ActorCritic(PolicyGradient):
-    config_cls = ActorCriticConfig
+    config: ActorCriticConfig
+
+    def init_nets(self) -> None:
+        super().init_nets()
+        self.normalize_v_targets = self.config.normalize_v_targets
+        self.sil = (
+            SelfImitation(self, self.config, self.agent_config.memory)
+            if self.config.self_imitation
+            else None
+        )
 
     def calc_advs_v_targets(
-        self, batch: dict[str, torch.Tensor], values: torch.Tensor
+        self, batch: Batch, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantages and value targets, [T, N]; `values` are V(s_t) in env units (no grad)."""
-        T, N = batch["rewards"].shape
+        T, N = batch.rewards.shape
         with torch.no_grad(), net_util.eval_mode(self.nets):
-            next_values = self.denorm_v(self.nets.value(flat(batch["next_obs"]).float())).view(T, N)
-        rewards, terminateds, dones = batch["rewards"], batch["terminateds"], batch["dones"]
-        lam, n = self.algorithm_spec.get("lam"), self.algorithm_spec.get("num_step_returns")
+            next_values = self.denorm_v(self.nets.value(flat(batch.next_obs).float())).view(T, N)
+        rewards, terminateds, dones = batch.rewards, batch.terminateds, batch.dones
+        lam, n = self.config.lam, self.config.num_step_returns
         if lam is not None:
-            advs = calc_gaes(
-                rewards, terminateds, dones, values, next_values, self.gamma, float(lam)
-            )
+            advs = calc_gaes(rewards, terminateds, dones, values, next_values, self.gamma, lam)
             return advs, advs + values
         if n is not None:
-            v_targets = calc_nstep_returns(
-                rewards, terminateds, dones, next_values, self.gamma, int(n)
-            )
+            v_targets = calc_nstep_returns(rewards, terminateds, dones, next_values, self.gamma, n)
         else:
             v_targets = calc_returns(rewards, dones, self.gamma)
         return v_targets - values, v_targets
 
+    def update(self, t: Transition) -> None:
+        if self.sil is not None and not self.eval_mode:
+            self.sil.add(t)
+        super().update(t)
+
     def train(self) -> float:
+        loss = self.train_actor_critic()
+        if self.sil is not None:
+            self.sil.train()
+        return loss
+
+    def train_actor_critic(self) -> float:
         batch = self.memory.sample(self.device)
-        T, N = batch["rewards"].shape
-        mean, log_std, v_preds = self.nets.pdparam_value(flat(batch["obs"]).float())
+        T, N = batch.rewards.shape
+        mean, log_std, v_preds = self.nets.pdparam_value(flat(batch.obs).float())
         values = self.denorm_v(v_preds.detach()).view(T, N)
         advs, v_targets = self.calc_advs_v_targets(batch, values)
         advs, v_targets = flat(advs), flat(v_targets)
         if self.normalize_v_targets:
             self.v_rms.update(v_targets)
-        if self.algorithm_spec.get("normalize_advs"):
+        if self.config.normalize_advs:
             advs = normalize(advs)
-        log_probs, entropy = self.log_prob_entropy(mean, log_std, flat(batch["actions"]))
+        log_probs, entropy = self.log_prob_entropy(mean, log_std, flat(batch.actions))
         policy_loss = -(log_probs * advs).mean()
         val_loss = self.loss_fn(v_preds, self.norm_v(v_targets))
         entropy = entropy.mean()
-        loss = (
-            policy_loss
-            - self.entropy_coef.val * entropy
-            + float(self.algorithm_spec.get("val_loss_coef", 0.5)) * val_loss
-        )
+        loss = policy_loss - self.entropy_coef.val * entropy + self.config.val_loss_coef * val_loss
         self.optimize(loss)
         self.entropy = entropy.item()
         return loss.item()
+
+    def final_values(self, t: Transition) -> np.ndarray | None:
+        """V(s_final) of every env (in env units), when some episode was cut by a time limit."""
+        if not np.any(t.truncateds & ~t.terminateds):
+            return None
+        with torch.no_grad(), net_util.eval_mode(self.nets):
+            v = self.nets.value(self.to_tensor(t.next_obs).float())
+        return self.denorm_v(v).view(-1).cpu().numpy()
+
+    def episodes_restarted(self) -> None:
+        super().episodes_restarted()
+        if self.sil is not None:
+            self.sil.memory.mark_truncated()
+
+    def metrics(self) -> dict[str, float]:
+        sil = {"sil_loss": self.sil.loss} if self.sil is not None else {}
+        return {**super().metrics(), **sil}
+
+    def extra_state(self) -> dict[str, Any]:
+        sil = {"sil": self.sil.state_dict()} if self.sil is not None else {}
+        return {**super().extra_state(), **sil}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        super().load_extra_state(state)
+        if self.sil is not None:
+            self.sil.load_state_dict(state["sil"])

@@ -9,15 +9,17 @@ running statistics and do not update them, and a single observation can be norma
 """
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from slm_lab.agent.algorithm.config import AlgorithmConfig
+from slm_lab.agent.config import AgentConfig
+from slm_lab.agent.memory.base import Layout, Memory, Transition
 from slm_lab.agent.memory.registry import MEMORIES
 from slm_lab.agent.net import net_util
+from slm_lab.agent.net.config import NetConfig
 from slm_lab.agent.net.registry import build_net
 from slm_lab.env.vec_env import VecEnv
 from slm_lab.lib.schedule import VarScheduler
@@ -27,20 +29,18 @@ from slm_lab.lib.util import warn_rate_limited
 class Algorithm:
     """Base: `act` a vector of observations, `update` with the transitions that followed."""
 
-    config_cls: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig  # what validation knows of it
+    config: AlgorithmConfig  # the spec's agent.algorithm, typed
 
-    def __init__(self, agent_spec: dict[str, Any], env: VecEnv, device: torch.device) -> None:
-        self.spec = agent_spec
-        self.algorithm_spec: dict[str, Any] = agent_spec["algorithm"]
-        self.net_spec: dict[str, Any] = agent_spec.get("net") or {}
-        self.memory_spec: dict[str, Any] | None = agent_spec.get("memory")
+    def __init__(self, agent: AgentConfig, env: VecEnv, device: torch.device) -> None:
+        self.agent_config = agent
+        self.config = agent.algorithm
         self.env = env
         self.clock = env.clock
         self.device = device
         self.eval_mode = False
-        self.gamma = float(self.algorithm_spec.get("gamma", 0.99))
-        self.action_policy = self.algorithm_spec.get("action_policy", "default")
-        self.explore_var = VarScheduler(self.algorithm_spec.get("explore_var_spec"))
+        self.gamma = self.config.gamma
+        self.action_policy = self.config.action_policy
+        self.explore_var = VarScheduler(self.config.explore_var_spec)
         self.obs_shape = env.observation_space.shape
         self.discrete = env.is_discrete
         self.action_space = env.action_space
@@ -60,8 +60,9 @@ class Algorithm:
     def init_nets(self) -> None:
         """Build nets, optimizers and LR schedulers."""
 
-    def memory_size(self) -> int:
-        return int(self.algorithm_spec.get("training_frequency") or 1)
+    def batch_steps(self) -> int:
+        """Vector steps (OnPolicyReplay: episodes) of an on-policy batch."""
+        return self.config.training_frequency
 
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -75,46 +76,31 @@ class Algorithm:
         return self.memory.ready()
 
     # -- shared mechanics --------------------------------------------------------------------
-    def init_memory(self) -> Any:
-        if not self.memory_spec or not self.memory_spec.get("name"):
+    def init_memory(self) -> Memory | None:
+        memory = self.agent_config.memory
+        if memory is None:
             return None
-        cls = MEMORIES[self.memory_spec["name"]]
-        return cls(self.memory_arg(), self.env.num_envs, *self.memory_layout())
+        return MEMORIES[memory.name](
+            memory, self.memory_layout(), self.batch_steps(), self.env.max_frame
+        )
 
-    def memory_layout(self) -> tuple[tuple[int, ...], np.dtype, tuple[int, ...], np.dtype]:
-        """(obs_shape, obs_dtype, action_shape, action_dtype) of stored transitions."""
-        obs_space, act_space = self.env.observation_space, self.env.action_space
-        action_shape = () if isinstance(act_space, gym.spaces.Discrete) else act_space.shape
-        action_dtype = np.int64 if isinstance(act_space, gym.spaces.Discrete) else np.float32
-        obs_dtype = (
-            np.float32
-            if obs_space.dtype == np.float64
-            or self.env.obs_norm.rms is not None
-            or self.env.obs_norm.clip is not None
-            else obs_space.dtype
-        )  # normalized observations are floats even when the env's are uint8
-        return obs_space.shape, obs_dtype, action_shape, action_dtype
+    def memory_layout(self) -> Layout:
+        # normalized or clipped observations are floats even when the env's are uint8
+        float_obs = self.env.obs_norm.rms is not None or self.env.obs_norm.clip is not None
+        return Layout.of(
+            self.env.observation_space, self.env.action_space, self.env.num_envs, float_obs
+        )
 
     def init_q_net(self, loss_reduction: str = "mean") -> None:
         """One Q-network over the discrete actions, with its optimizer, LR scheduler and loss."""
-        spec = self.net_spec
-        self.net = build_net(spec, self.obs_shape, [self.action_dim]).to(self.device)
+        net: NetConfig = self.agent_config.net.base
+        self.net = build_net(net, self.obs_shape, [self.action_dim]).to(self.device)
         self.net_params = list(self.net.parameters())
-        optim_spec = spec.get("optim_spec") or {"name": "Adam", "lr": 1e-3}
-        self.optims = [net_util.build_optim(optim_spec, self.net_params)]
-        scheduler = net_util.build_lr_scheduler(
-            spec.get("lr_scheduler_spec"), self.optims[0], self.clock
-        )
+        self.optims = [net_util.build_optim(net.optim_spec, self.net_params)]
+        scheduler = net_util.build_lr_scheduler(net.lr_scheduler_spec, self.optims[0], self.clock)
         self.lr_schedulers = [scheduler] if scheduler is not None else []
-        loss_spec = spec.get("loss_spec") or {"name": "MSELoss"}
-        self.loss_fn = net_util.build_loss({**loss_spec, "reduction": loss_reduction})
-        self.grad_step = net_util.GradStep(
-            self.optims, [(self.net_params, spec.get("clip_grad_val"))]
-        )
-
-    def memory_arg(self) -> Any:
-        """The memory's first constructor argument: on-policy memories take their size."""
-        return self.memory_size()
+        self.loss_fn = net_util.build_loss(net.loss_spec, loss_reduction)
+        self.grad_step = net_util.GradStep(self.optims, [(self.net_params, net.clip_grad_val)])
 
     def to_tensor(self, x: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -125,19 +111,11 @@ class Algorithm:
             actions = self.select_actions(self.to_tensor(obs).float())
         return actions.cpu().numpy()
 
-    def update(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminateds: np.ndarray,
-        truncateds: np.ndarray,
-    ) -> None:
+    def update(self, t: Transition) -> None:
         """Store the transitions; train when the memory is ready; advance schedules."""
         if self.eval_mode:
             return
-        self.memory.add(obs, actions, rewards, next_obs, terminateds, truncateds)
+        self.memory.add(t)
         if self.to_train():
             self.loss = self.train()
             for scheduler in self.lr_schedulers:
@@ -146,8 +124,7 @@ class Algorithm:
 
     def episodes_restarted(self) -> None:
         """A resume restarted the env's episodes: stored episodes in progress end where they were cut."""
-        if hasattr(self.memory, "mark_truncated"):
-            self.memory.mark_truncated()
+        self.memory.mark_truncated()
 
     def update_schedules(self) -> None:
         self.explore_var.update(self.clock.frame, self.eval_mode)

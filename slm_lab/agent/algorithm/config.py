@@ -1,130 +1,198 @@
-"""What validation needs to know about each algorithm, without importing torch.
+"""The `agent.algorithm` section of a spec, per algorithm, torch-free.
 
-`ALGORITHM` is every key of `agent.algorithm` and its type (int, float, bool, str, list, dict,
-any; a trailing '?' allows null). `ALGORITHM_CONFIGS` maps each algorithm's spec name to a
-config class whose class attributes say what the algorithm can work with; the classes mirror
-the algorithms' own hierarchy, and each algorithm class names its config (`config_cls`).
+Each algorithm's config declares the keys it reads (type, default, meaning, limits) and, as
+class attributes, what it can work with (action spaces, memories). `ALGORITHM_CONFIGS` maps
+each spec name to its config; the algorithm classes (slm_lab.agent.algorithm.registry) read it.
 """
 
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
-ALGORITHM: dict[str, str] = {
-    "name": "str",
-    "action_pdtype": "str?",
-    "action_policy": "str?",
-    "explore_var_spec": "dict?",
-    "gamma": "float?",
-    "lam": "float?",
-    "num_step_returns": "int?",
-    "entropy_coef_spec": "dict?",
-    "val_loss_coef": "float?",
-    "training_frequency": "int?",
-    "normalize_v_targets": "bool?",
-    "clip_eps_spec": "dict?",
-    "time_horizon": "int?",
-    "minibatch_size": "int?",
-    "training_epoch": "int?",
-    "clip_vloss": "bool?",
-    "target_kl": "float?",
-    "num_unrolls": "int?",
-    "center_return": "bool?",
-    "normalize_advs": "bool?",
-    # off-policy training schedule (DQN family, SAC, CrossQ) and SIL
-    "training_start_step": "float?",
-    "training_iter": "int?",
-    "training_batch_iter": "int?",
-    "policy_delay": "int?",
-    "target_entropy": "any",
-    "fixed_alpha": "float?",
-    "alpha_lr": "float?",
-    "sil_policy_loss_coef": "float?",
-    "sil_val_loss_coef": "float?",
-    "policy_loss_coef": "float?",
-    # SAC/CrossQ: bounds of log(alpha) after each temperature step
-    "log_alpha_min": "float?",
-    "log_alpha_max": "float?",
-    # PPO: how advantages are scaled per minibatch (see ADVANTAGE_NORMALIZERS)
-    "normalize_advantages": "str?",
-    # v5 keys of features this release does not have; accepted while false
-    "spectral_norm": "bool?",
-    "symlog": "bool?",
-}
-ADVANTAGE_NORMALIZERS = ("standardize", "percentile")
-NOT_YET_FLAGS = {  # key: the feature it would turn on
-    "spectral_norm": "spectral normalization of the critic",
-    "symlog": "symlog value compression",
-}
+from slm_lab.lib.config import Config, SpecError, key
+from slm_lab.lib.schedule import ScheduleConfig
 
-ACTION_POLICIES = ("default", "epsilon_greedy", "boltzmann", "greedy")
+NOT_YET = "is not available yet in this release"
 # Argmax: v5's name for the discrete distribution value-based specs declare (actions then follow
 # action_policy); it is accepted for discrete action spaces like Categorical
-ACTION_PDTYPES = ("default", "Categorical", "Argmax", "Normal")
 DISCRETE_PDTYPES = ("Categorical", "Argmax")
 
 
-class AlgorithmConfig:
+@dataclass(frozen=True)
+class AlgorithmConfig(Config):
+    DEPRECATED = {"clip_val_loss": "clip_vloss", "policy_loss_coef": None}
+
     discrete_only: ClassVar[bool] = False  # needs a Discrete action space
     off_policy: ClassVar[bool] = False  # trains from a replay memory on its own schedule
     memory_kinds: ClassVar[tuple[str, ...]] = ("OnPolicyBatchReplay",)  # memories it trains from
     needs_net: ClassVar[bool] = True
     self_imitation: ClassVar[bool] = False  # keeps a replay of past episodes' returns (SIL)
 
+    name: str = key(doc="the algorithm", required=True)
+    action_pdtype: Literal["default", "Categorical", "Argmax", "Normal"] = key(
+        "default", "the action distribution (default: Categorical or Normal by action space)"
+    )
+    action_policy: Literal["default", "epsilon_greedy", "boltzmann", "greedy"] = key(
+        "default", "how actions are drawn: from the policy, epsilon-greedy, Boltzmann, greedy"
+    )
+    explore_var_spec: ScheduleConfig | None = key(
+        None, "epsilon (epsilon_greedy) or temperature (boltzmann) over frames"
+    )
+    gamma: float = key(0.99, "discount factor", gt=0, le=1)
+    spectral_norm: bool = key(False, "v5: spectral normalization of the critic (not available yet)")
+    symlog: bool = key(False, "v5: symlog value compression (not available yet)")
 
+    def check(self, path: str) -> None:
+        for flag, feature in (
+            ("spectral_norm", "spectral normalization of the critic"),
+            ("symlog", "symlog value compression"),
+        ):
+            if getattr(self, flag):
+                raise SpecError(f"{path}.{flag}: {feature} {NOT_YET}; use false")
+        if self.action_policy in ("epsilon_greedy", "boltzmann") and self.explore_var_spec is None:
+            raise SpecError(
+                f"{path}.explore_var_spec: required by action_policy {self.action_policy}"
+            )
+
+
+@dataclass(frozen=True)
 class RandomConfig(AlgorithmConfig):
     memory_kinds = ()
     needs_net = False
 
 
+@dataclass(frozen=True)
 class PolicyGradientConfig(AlgorithmConfig):
     with_critic: ClassVar[bool] = True  # learns V(s) beside the policy
 
+    entropy_coef_spec: ScheduleConfig | None = key(
+        None, "entropy bonus coefficient over frames (default 0)"
+    )
+    training_frequency: int = key(
+        doc="train every this many vector steps (OnPolicyReplay: episodes)", required=True, gt=0
+    )
 
+
+@dataclass(frozen=True)
 class ReinforceConfig(PolicyGradientConfig):
     with_critic = False
     memory_kinds = ("OnPolicyBatchReplay", "OnPolicyReplay")
 
+    center_return: bool = key(False, "subtract the batch's mean return (a constant baseline)")
 
+
+@dataclass(frozen=True)
 class ActorCriticConfig(PolicyGradientConfig):
-    pass
+    lam: float | None = key(None, "GAE lambda (advantages by GAE when set)", ge=0, le=1)
+    num_step_returns: int | None = key(
+        None, "n of n-step returns (used when lam is null; neither: Monte-Carlo returns)", gt=0
+    )
+    val_loss_coef: float = key(0.5, "weight of the value loss", ge=0)
+    normalize_v_targets: bool = key(False, "learn V in units of a running return normalizer")
+    normalize_advs: bool | None = key(
+        None, "standardize advantages (A2C: per batch, default off; PPO: per minibatch, default on)"
+    )
 
 
+@dataclass(frozen=True)
 class PPOConfig(ActorCriticConfig):
-    pass
+    UNREAD = ("training_frequency",)  # a batch is time_horizon x num_unrolls steps
+
+    time_horizon: int = key(doc="steps per env in a batch", required=True, gt=0)
+    minibatch_size: int = key(doc="samples per minibatch", required=True, gt=0)
+    training_epoch: int = key(doc="passes over the batch per training call", required=True, gt=0)
+    num_unrolls: int = key(1, "time horizons per batch", gt=0)
+    clip_eps_spec: ScheduleConfig | None = key(
+        None, "the ratio's clip range over frames (default 0.2)"
+    )
+    clip_vloss: bool = key(False, "clip the value loss around the old values, as the ratio")
+    target_kl: float | None = key(
+        None, "stop an update's epochs once the approximate KL passes it", gt=0
+    )
+    normalize_advantages: Literal["standardize", "percentile"] | None = key(
+        None,
+        "per minibatch: standardize (the default), or percentile (divide by the EMA of the 95th - 5th percentile, at least 1)",
+    )
+
+    def check(self, path: str) -> None:
+        super().check(path)
+        if self.normalize_advantages is not None and self.normalize_advs is False:
+            raise SpecError(
+                f"{path}.normalize_advantages: set while normalize_advs is false; drop one of them"
+            )
 
 
-class SILConfig(ActorCriticConfig):
+@dataclass(frozen=True)
+class SelfImitationKeys(Config):
+    """The keys of self-imitation learning (SIL, PPOSIL)."""
+
+    sil_policy_loss_coef: float = key(1.0, "weight of the self-imitation policy loss", ge=0)
+    sil_val_loss_coef: float = key(0.01, "weight of the self-imitation value loss", ge=0)
+    training_iter: int = key(1, "self-imitation batches after each training call", gt=0)
+    training_batch_iter: int = key(1, "gradient steps per self-imitation batch", gt=0)
+
+
+@dataclass(frozen=True)
+class SILConfig(ActorCriticConfig, SelfImitationKeys):
     self_imitation = True
 
 
-class PPOSILConfig(PPOConfig):
+@dataclass(frozen=True)
+class PPOSILConfig(PPOConfig, SelfImitationKeys):
     self_imitation = True
 
 
+@dataclass(frozen=True)
 class SARSAConfig(AlgorithmConfig):
     discrete_only = True
 
+    training_frequency: int = key(doc="train every this many vector steps", required=True, gt=0)
 
+
+@dataclass(frozen=True)
 class OffPolicyConfig(AlgorithmConfig):
     off_policy = True
     memory_kinds = ("Replay", "PrioritizedReplay")
 
+    training_start_step: int = key(0, "frames before the first training call", ge=0)
+    training_frequency: int = key(1, "frames between training calls", gt=0)
+    training_iter: int = key(1, "batches sampled per training call", gt=0)
+    training_batch_iter: int = key(1, "gradient steps per sampled batch", gt=0)
 
+
+@dataclass(frozen=True)
 class VanillaDQNConfig(OffPolicyConfig):
     discrete_only = True
 
 
+@dataclass(frozen=True)
 class DQNConfig(VanillaDQNConfig):
     pass
 
 
+@dataclass(frozen=True)
 class DoubleDQNConfig(DQNConfig):
     pass
 
 
+@dataclass(frozen=True)
 class SoftActorCriticConfig(OffPolicyConfig):
-    pass
+    policy_delay: int = key(1, "critic steps per actor (and temperature) step", gt=0)
+    target_entropy: Literal["auto"] | float = key(
+        "auto", "the entropy alpha is tuned toward (auto: -action_dim, or 0.98 log(n) discrete)"
+    )
+    fixed_alpha: float | None = key(None, "a fixed temperature instead of tuning it", gt=0)
+    alpha_lr: float | None = key(None, "the temperature's learning rate (null: the actor's)", gt=0)
+    log_alpha_min: float | None = key(None, "lower bound of log(alpha) after each temperature step")
+    log_alpha_max: float | None = key(None, "upper bound of log(alpha) after each temperature step")
+
+    def check(self, path: str) -> None:
+        super().check(path)
+        lo, hi = self.log_alpha_min, self.log_alpha_max
+        if lo is not None and hi is not None and lo > hi:
+            raise SpecError(f"{path}.log_alpha_min: must be <= log_alpha_max ({hi}), got {lo}")
 
 
+@dataclass(frozen=True)
 class CrossQConfig(SoftActorCriticConfig):
     pass
 
@@ -143,3 +211,8 @@ ALGORITHM_CONFIGS: dict[str, type[AlgorithmConfig]] = {
     "SIL": SILConfig,
     "PPOSIL": PPOSILConfig,
 }
+
+
+def readers(key_name: str) -> list[str]:
+    """The algorithms that read `key_name`."""
+    return [n for n, c in ALGORITHM_CONFIGS.items() if key_name in c.keys()]

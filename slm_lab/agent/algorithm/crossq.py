@@ -13,29 +13,19 @@ choices live in the spec: policy_delay 3, Adam with beta1 = 0.5.
 """
 
 import torch
-from torch import nn
 
-from slm_lab.agent.algorithm.config import CrossQConfig
 from slm_lab.agent.algorithm.sac import SoftActorCritic
+from slm_lab.agent.memory.base import Batch
 from slm_lab.agent.net import net_util
+from slm_lab.agent.net.config import NetConfig
 
 
 class CrossQ(SoftActorCritic):
-    config_cls = CrossQConfig
-
-    def init_target_nets(self, critic_spec: dict) -> None:
+    def init_target_nets(self, critic: NetConfig) -> None:
         """No target nets."""
 
-    def modules(self) -> dict[str, nn.Module]:
-        return {
-            "actor": self.actor,
-            "q1_net": self.q1_net,
-            "q2_net": self.q2_net,
-            "log_alpha": self.log_alpha,
-        }
-
-    def calc_critic_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        obs, actions, next_obs = batch["obs"].float(), batch["actions"], batch["next_obs"].float()
+    def calc_critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        obs, actions, next_obs = batch.obs.float(), batch.actions, batch.next_obs.float()
         with torch.no_grad(), net_util.eval_mode(self.actor):
             next_actions, next_log_probs = self.policy(next_obs)
         joint_obs = torch.cat([obs, next_obs])
@@ -44,10 +34,5 @@ class CrossQ(SoftActorCritic):
         q2, next_q2 = self.q_values(self.q2_net, joint_obs, joint_actions).chunk(2)
         with torch.no_grad():
             next_v = self.soft_v(next_q1, next_q2, next_log_probs)
-            q_targets = (
-                batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_v
-            )
+            q_targets = batch.rewards + self.gamma * (1.0 - batch.terminateds.float()) * next_v
         return self.twin_td_loss(self.taken(q1, actions), self.taken(q2, actions), q_targets, batch)
-
-    def update_targets(self) -> None:
-        """No target nets."""

@@ -1,6 +1,6 @@
 """Base of the policy-gradient family (Reinforce, ActorCritic, PPO): nets, acting, log-probs."""
 
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
@@ -14,28 +14,24 @@ from slm_lab.lib.schedule import VarScheduler
 
 
 class PolicyGradient(Algorithm):
-    config_cls: ClassVar[type[PolicyGradientConfig]] = PolicyGradientConfig
+    config: PolicyGradientConfig
 
     def init_nets(self) -> None:
+        net = self.agent_config.net
         self.nets = PolicyNets(
-            self.net_spec,
-            self.obs_shape,
-            self.discrete,
-            self.action_dim,
-            self.config_cls.with_critic,
+            net, self.obs_shape, self.discrete, self.action_dim, self.config.with_critic
         ).to(self.device)
         parts = self.nets.parts()
-        if len(parts) > 1 and self.net_spec.get("use_same_optim"):
+        if len(parts) > 1 and net.base.use_same_optim:
             # one optimizer, the actor's, over both nets
-            params = [p for net, _ in parts for p in net.parameters()]
-            self.optims = [net_util.build_optim(self._optim_spec(parts[0][1]), params)]
-            scheduler_specs = [parts[0][1].get("lr_scheduler_spec")]
+            params = [p for part, _ in parts for p in part.parameters()]
+            self.optims = [net_util.build_optim(parts[0][1].optim_spec, params)]
+            scheduler_specs = [parts[0][1].lr_scheduler_spec]
         else:
             self.optims = [
-                net_util.build_optim(self._optim_spec(spec), net.parameters())
-                for net, spec in parts
+                net_util.build_optim(config.optim_spec, part.parameters()) for part, config in parts
             ]
-            scheduler_specs = [spec.get("lr_scheduler_spec") for _, spec in parts]
+            scheduler_specs = [config.lr_scheduler_spec for _, config in parts]
         self.lr_schedulers = [
             s
             for s in (
@@ -45,20 +41,16 @@ class PolicyGradient(Algorithm):
             if s is not None
         ]
         if len(self.optims) == 1:  # one optimizer over everything: clip the global gradient norm
-            clip_groups = [(list(self.nets.parameters()), parts[0][1].get("clip_grad_val"))]
+            clip_groups = [(list(self.nets.parameters()), parts[0][1].clip_grad_val)]
         else:
             clip_groups = [
-                (list(net.parameters()), spec.get("clip_grad_val")) for net, spec in parts
+                (list(part.parameters()), config.clip_grad_val) for part, config in parts
             ]
         self.grad_step = net_util.GradStep(self.optims, clip_groups)
-        self.entropy_coef = VarScheduler(self.algorithm_spec.get("entropy_coef_spec"), default=0.0)
-        self.normalize_v_targets = bool(self.algorithm_spec.get("normalize_v_targets"))
+        self.entropy_coef = VarScheduler(self.config.entropy_coef_spec, default=0.0)
+        self.normalize_v_targets = False  # learn V in a running normalizer's units (ActorCritic)
         self.v_rms = RunningMeanStd()
-        self.loss_fn = net_util.build_loss(self.net_spec.get("loss_spec"))
-
-    @staticmethod
-    def _optim_spec(spec: dict[str, Any]) -> dict[str, Any]:
-        return spec.get("optim_spec") or {"name": "Adam", "lr": 3e-4}
+        self.loss_fn = net_util.build_loss(net.base.loss_spec)
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"nets": self.nets}

@@ -26,6 +26,8 @@ from slm_lab.agent.net import net_util
 from slm_lab.lib.math_util import normalize
 from slm_lab.lib.schedule import VarScheduler
 
+DEFAULT_CLIP_EPS = 0.2  # the clip range without a clip_eps_spec (Schulman et al. 2017)
+
 
 def minibatch_idxs(
     batch_size: int, minibatch_size: int, device: torch.device
@@ -39,21 +41,20 @@ def minibatch_idxs(
 
 
 class PPO(ActorCritic):
-    config_cls = PPOConfig
+    config: PPOConfig
 
     def init_nets(self) -> None:
         super().init_nets()
-        self.clip_eps = VarScheduler(self.algorithm_spec.get("clip_eps_spec"), default=0.2)
+        self.clip_eps = VarScheduler(self.config.clip_eps_spec, default=DEFAULT_CLIP_EPS)
 
-    def memory_size(self) -> int:
-        return int(self.algorithm_spec["time_horizon"]) * int(
-            self.algorithm_spec.get("num_unrolls") or 1
-        )
+    def batch_steps(self) -> int:
+        return self.config.time_horizon * self.config.num_unrolls
 
-    def train(self) -> float:
+    def train_actor_critic(self) -> float:
+        config = self.config
         batch = self.memory.sample(self.device)
-        T, N = batch["rewards"].shape
-        obs, actions = flat(batch["obs"]).float(), flat(batch["actions"])
+        T, N = batch.rewards.shape
+        obs, actions = flat(batch.obs).float(), flat(batch.actions)
         with torch.no_grad(), net_util.eval_mode(self.nets):
             mean, log_std, old_v_preds = self.nets.pdparam_value(obs)
             old_log_probs, _ = self.log_prob_entropy(mean, log_std, actions)
@@ -67,16 +68,12 @@ class PPO(ActorCritic):
 
         eps = self.clip_eps.val
         ent_coef = self.entropy_coef.val
-        val_coef = float(self.algorithm_spec.get("val_loss_coef", 0.5))
-        clip_vloss = bool(self.algorithm_spec.get("clip_vloss"))
-        target_kl = self.algorithm_spec.get("target_kl")
-        # absent or null: normalized, as SLM Lab v5's PPO always did
-        normalize_advs = self.algorithm_spec.get("normalize_advs") is not False
-        minibatch_size = int(self.algorithm_spec["minibatch_size"])
+        # null: normalized, as SLM Lab v5's PPO always did
+        normalize_advs = config.normalize_advs is not False
         batch_size = obs.shape[0]
         losses, entropies = [], []
-        for _ in range(int(self.algorithm_spec["training_epoch"])):
-            for idx in minibatch_idxs(batch_size, minibatch_size, self.device):
+        for _ in range(config.training_epoch):
+            for idx in minibatch_idxs(batch_size, config.minibatch_size, self.device):
                 mean, log_std, v_preds = self.nets.pdparam_value(obs[idx])
                 log_probs, entropy = self.log_prob_entropy(mean, log_std, actions[idx])
                 log_ratios = log_probs - old_log_probs[idx]
@@ -85,7 +82,7 @@ class PPO(ActorCritic):
                 surr1 = ratios * mb_advs
                 surr2 = ratios.clamp(1.0 - eps, 1.0 + eps) * mb_advs
                 policy_loss = -torch.min(surr1, surr2).mean()
-                if clip_vloss:
+                if config.clip_vloss:
                     old_v = old_v_preds[idx]
                     v_clipped = old_v + (v_preds - old_v).clamp(-eps, eps)
                     val_loss = torch.max(
@@ -94,14 +91,14 @@ class PPO(ActorCritic):
                 else:
                     val_loss = self.loss_fn(v_preds, v_targets[idx])
                 entropy = entropy.mean()
-                loss = policy_loss - ent_coef * entropy + val_coef * val_loss
+                loss = policy_loss - ent_coef * entropy + config.val_loss_coef * val_loss
                 self.optimize(loss)
                 losses.append(loss.detach())
                 entropies.append(entropy.detach())
-            if target_kl is not None:
+            if config.target_kl is not None:
                 with torch.no_grad():
                     approx_kl = ((ratios - 1.0) - log_ratios).mean().item()
-                if approx_kl > float(target_kl):
+                if approx_kl > config.target_kl:
                     break
         self.entropy = torch.stack(entropies).mean().item()
         return torch.stack(losses).mean().item()

@@ -5,10 +5,11 @@ import torch
 
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.config import RandomConfig
+from slm_lab.agent.memory.base import Transition
 
 
 class Random(Algorithm):
-    config_cls = RandomConfig
+    config: RandomConfig
 
     def init_memory(self) -> None:
         return None
@@ -16,8 +17,11 @@ class Random(Algorithm):
     def act(self, obs: np.ndarray) -> np.ndarray:
         return self.env.vec.action_space.sample()
 
-    def update(self, *args: np.ndarray) -> None:
+    def update(self, t: Transition) -> None:
         self.update_schedules()
+
+    def episodes_restarted(self) -> None:
+        """No memory."""
 
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("Random acts on the action space directly")

@@ -11,15 +11,15 @@ from slm_lab.lib.math_util import calc_returns
 
 
 class Reinforce(PolicyGradient):
-    config_cls = ReinforceConfig
+    config: ReinforceConfig
 
     def train(self) -> float:
         batch = self.memory.sample(self.device)
-        returns = flat(calc_returns(batch["rewards"], batch["dones"], self.gamma))
-        if self.algorithm_spec.get("center_return"):
+        returns = flat(calc_returns(batch.rewards, batch.dones, self.gamma))
+        if self.config.center_return:
             returns = returns - returns.mean()
-        mean, log_std = self.nets.pdparam(flat(batch["obs"]).float())
-        log_probs, entropy = self.log_prob_entropy(mean, log_std, flat(batch["actions"]))
+        mean, log_std = self.nets.pdparam(flat(batch.obs).float())
+        log_probs, entropy = self.log_prob_entropy(mean, log_std, flat(batch.actions))
         policy_loss = -(log_probs * returns).mean()
         entropy = entropy.mean()
         loss = policy_loss - self.entropy_coef.val * entropy

@@ -34,7 +34,6 @@ target critics (`update_type` polyak with `polyak_coef` after every step, or rep
 `update_frequency` frames); every `policy_delay`-th step also updates the actor and alpha.
 """
 
-import copy
 import math
 from typing import Any
 
@@ -44,15 +43,16 @@ from torch import nn
 
 from slm_lab.agent.algorithm.config import SoftActorCriticConfig
 from slm_lab.agent.algorithm.off_policy import OffPolicy
+from slm_lab.agent.memory.base import Batch
 from slm_lab.agent.net import net_util
 from slm_lab.agent.net.base import Net
+from slm_lab.agent.net.config import NetConfig
 from slm_lab.agent.net.registry import build_net
 from slm_lab.lib import distribution as D
-from slm_lab.lib.util import role_spec
 
 DISCRETE_TARGET_ENTROPY_SCALE = 0.98  # target entropy `auto` for n actions: 0.98 * log(n)
 DEFAULT_POLYAK_COEF = 0.005
-DEFAULT_OPTIM_SPEC = {"name": "Adam", "lr": 3e-4}
+DEFAULT_UPDATE_FREQUENCY = 1  # replace: copy after every gradient step
 LOG_2 = math.log(2.0)
 
 
@@ -78,79 +78,72 @@ def squashed_normal_sample(
 
 
 class SoftActorCritic(OffPolicy):
-    config_cls = SoftActorCriticConfig
+    config: SoftActorCriticConfig
 
     # -- nets ----------------------------------------------------------------------------------
     def init_nets(self) -> None:
         super().init_nets()
-        algo = self.algorithm_spec
-        self.policy_delay = int(algo.get("policy_delay") or 1)
-        actor_spec = role_spec(self.net_spec, "actor")
-        critic_spec = role_spec(self.spec.get("critic_net") or self.net_spec, "critic")
+        config = self.config
+        actor = self.agent_config.net.actor
+        critic = (self.agent_config.critic_net or self.agent_config.net).critic
         obs_dim = math.prod(self.obs_shape)
         # continuous: log-std from a second head; discrete: logits
         actor_dims = [self.action_dim] * (1 if self.discrete else 2)
         self.actor = build_net(
-            actor_spec, self.obs_shape, actor_dims, [actor_spec.get("init_std")] * len(actor_dims)
+            actor, self.obs_shape, actor_dims, [actor.init_std] * len(actor_dims)
         ).to(self.device)
         # continuous: Q(s, a) from concat(s, a); discrete: Q(s, .) for all actions
         critic_in = self.obs_shape if self.discrete else (obs_dim + self.action_dim,)
         critic_out = self.action_dim if self.discrete else 1
         self.q1_net, self.q2_net = (
-            build_net(critic_spec, critic_in, [critic_out], [critic_spec.get("init_std")]).to(
-                self.device
-            )
+            build_net(critic, critic_in, [critic_out], [critic.init_std]).to(self.device)
             for _ in range(2)
         )
-        self.init_target_nets(critic_spec)
+        self.target = self.init_target_nets(critic)
 
-        fixed_alpha = algo.get("fixed_alpha")
-        self.tune_alpha = fixed_alpha is None
+        self.tune_alpha = config.fixed_alpha is None
         self.log_alpha = LogAlpha(
-            0.0 if self.tune_alpha else math.log(fixed_alpha), self.tune_alpha
+            0.0 if self.tune_alpha else math.log(config.fixed_alpha), self.tune_alpha
         ).to(self.device)
-        self.target_entropy = self.calc_target_entropy(algo.get("target_entropy", "auto"))
+        self.target_entropy = self.calc_target_entropy(config.target_entropy)
 
-        actor_optim_spec = actor_spec.get("optim_spec") or DEFAULT_OPTIM_SPEC
-        critic_optim_spec = critic_spec.get("optim_spec") or DEFAULT_OPTIM_SPEC
         self.actor_params = list(self.actor.parameters())
-        self.actor_optim = net_util.build_optim(actor_optim_spec, self.actor_params)
+        self.actor_optim = net_util.build_optim(actor.optim_spec, self.actor_params)
         self.critic_params = [*self.q1_net.parameters(), *self.q2_net.parameters()]
-        self.critic_optim = net_util.build_optim(critic_optim_spec, self.critic_params)
+        self.critic_optim = net_util.build_optim(critic.optim_spec, self.critic_params)
         self.optims = [self.actor_optim, self.critic_optim]  # the actor's lr is the `lr` metric
-        if self.tune_alpha:
-            alpha_lr = algo.get("alpha_lr")  # default: the actor's
-            alpha_optim_spec = {**actor_optim_spec, **({"lr": alpha_lr} if alpha_lr else {})}
-            self.alpha_optim = net_util.build_optim(alpha_optim_spec, self.log_alpha.parameters())
+        if self.tune_alpha:  # the actor's optimizer; alpha_lr, when set, for its lr
+            self.alpha_optim = net_util.build_optim(
+                actor.optim_spec, self.log_alpha.parameters(), lr=config.alpha_lr
+            )
             self.optims.append(self.alpha_optim)
         self.lr_schedulers = [
             s
             for s in (
-                net_util.build_lr_scheduler(spec.get("lr_scheduler_spec"), optim, self.clock)
-                for spec, optim in (
-                    (actor_spec, self.actor_optim),
-                    (critic_spec, self.critic_optim),
-                )
+                net_util.build_lr_scheduler(net.lr_scheduler_spec, optim, self.clock)
+                for net, optim in ((actor, self.actor_optim), (critic, self.critic_optim))
             )
             if s is not None
         ]
         self.critic_step = net_util.GradStep(
-            [self.critic_optim], [(self.critic_params, critic_spec.get("clip_grad_val"))]
+            [self.critic_optim], [(self.critic_params, critic.clip_grad_val)]
         )
         self.actor_step = net_util.GradStep(
-            [self.actor_optim], [(self.actor_params, actor_spec.get("clip_grad_val"))]
+            [self.actor_optim], [(self.actor_params, actor.clip_grad_val)]
         )
         if self.tune_alpha:
             self.alpha_step = net_util.GradStep([self.alpha_optim], [])
-        loss_spec = critic_spec.get("loss_spec") or {"name": "MSELoss"}
-        self.loss_fn = net_util.build_loss({**loss_spec, "reduction": "none"})
+        self.loss_fn = net_util.build_loss(critic.loss_spec, "none")
 
-    def init_target_nets(self, critic_spec: dict[str, Any]) -> None:
-        self.target_q1_net = copy.deepcopy(self.q1_net).requires_grad_(False)
-        self.target_q2_net = copy.deepcopy(self.q2_net).requires_grad_(False)
-        self.update_type = critic_spec.get("update_type") or "polyak"
-        self.update_frequency = int(critic_spec.get("update_frequency") or 1)
-        self.polyak_coef = float(critic_spec.get("polyak_coef") or DEFAULT_POLYAK_COEF)
+    def init_target_nets(self, critic: NetConfig) -> net_util.TargetNets | None:
+        """The target critics y is computed with (polyak by default)."""
+        return net_util.TargetNets(
+            [self.q1_net, self.q2_net],
+            critic.update_type or "polyak",
+            critic.update_frequency or DEFAULT_UPDATE_FREQUENCY,
+            DEFAULT_POLYAK_COEF if critic.polyak_coef is None else critic.polyak_coef,
+            self.clock,
+        )
 
     def calc_target_entropy(self, target_entropy: Any) -> float:
         if target_entropy in (None, "auto"):
@@ -162,12 +155,16 @@ class SoftActorCritic(OffPolicy):
         raise ValueError(f"target_entropy: expected 'auto' or a number, got {target_entropy!r}")
 
     def modules(self) -> dict[str, nn.Module]:
+        targets = (
+            {"target_q1_net": self.target.targets[0], "target_q2_net": self.target.targets[1]}
+            if self.target is not None
+            else {}
+        )
         return {
             "actor": self.actor,
             "q1_net": self.q1_net,
             "q2_net": self.q2_net,
-            "target_q1_net": self.target_q1_net,
-            "target_q2_net": self.target_q2_net,
+            **targets,
             "log_alpha": self.log_alpha,
         }
 
@@ -179,7 +176,7 @@ class SoftActorCritic(OffPolicy):
     # -- acting --------------------------------------------------------------------------------
     def act(self, obs: Any) -> Any:
         """Uniformly random actions (in [-1, 1] when continuous) until training_start_step."""
-        if not self.eval_mode and self.clock.frame < self.training_start_step:
+        if not self.eval_mode and self.clock.frame < self.config.training_start_step:
             return self.env.vec.action_space.sample()
         return super().act(obs)
 
@@ -222,22 +219,20 @@ class SoftActorCritic(OffPolicy):
         return self.expectation(log_probs, torch.min(q1, q2) - self.alpha * log_probs)
 
     # -- losses --------------------------------------------------------------------------------
-    def calc_q_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def calc_q_targets(self, batch: Batch) -> torch.Tensor:
         """y = r + gamma * (1 - terminated) * V_target(s'), with the target critics (no grad)."""
-        next_obs = batch["next_obs"].float()
-        with (
-            torch.no_grad(),
-            net_util.eval_mode(self.actor, self.target_q1_net, self.target_q2_net),
-        ):
+        next_obs = batch.next_obs.float()
+        target_q1, target_q2 = self.target.targets
+        with torch.no_grad(), net_util.eval_mode(self.actor, target_q1, target_q2):
             next_actions, next_log_probs = self.policy(next_obs)
-            next_q1 = self.q_values(self.target_q1_net, next_obs, next_actions)
-            next_q2 = self.q_values(self.target_q2_net, next_obs, next_actions)
+            next_q1 = self.q_values(target_q1, next_obs, next_actions)
+            next_q2 = self.q_values(target_q2, next_obs, next_actions)
             next_v = self.soft_v(next_q1, next_q2, next_log_probs)
-            return batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_v
+            return batch.rewards + self.gamma * (1.0 - batch.terminateds.float()) * next_v
 
-    def calc_critic_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def calc_critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(loss, td_errors) of the twin critics on a batch."""
-        obs, actions = batch["obs"].float(), batch["actions"]
+        obs, actions = batch.obs.float(), batch.actions
         q_targets = self.calc_q_targets(batch)
         q1_preds = self.taken(self.q_values(self.q1_net, obs, actions.float()), actions)
         q2_preds = self.taken(self.q_values(self.q2_net, obs, actions.float()), actions)
@@ -248,7 +243,7 @@ class SoftActorCritic(OffPolicy):
         q1_preds: torch.Tensor,
         q2_preds: torch.Tensor,
         q_targets: torch.Tensor,
-        batch: dict[str, torch.Tensor],
+        batch: Batch,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         losses = self.loss_fn(q1_preds, q_targets) + self.loss_fn(q2_preds, q_targets)
         td_errors = ((q1_preds - q_targets).abs() + (q2_preds - q_targets).abs()) / 2
@@ -281,29 +276,21 @@ class SoftActorCritic(OffPolicy):
         ).mean()
 
     # -- training ------------------------------------------------------------------------------
-    def train_batch(self, batch: dict[str, torch.Tensor]) -> float:
+    def train_batch(self, batch: Batch) -> float:
         critic_loss, td_errors = self.calc_critic_loss(batch)
         if not self.optimize(critic_loss, self.critic_step):  # an opt_step of the clock
             return math.nan
         self.update_priorities(batch, td_errors)
-        self.update_targets()
-        if self.clock.opt_step % self.policy_delay == 0:
-            actor_loss, expected_log_probs = self.calc_actor_loss(batch["obs"].float())
+        if self.target is not None:
+            self.target.update()
+        if self.clock.opt_step % self.config.policy_delay == 0:
+            actor_loss, expected_log_probs = self.calc_actor_loss(batch.obs.float())
             self.optimize(actor_loss, self.actor_step, count=False)
             if self.tune_alpha:
                 alpha_loss = self.calc_alpha_loss(expected_log_probs)
                 self.optimize(alpha_loss, self.alpha_step, count=False)
             self.entropy = -expected_log_probs.mean().item()
         return critic_loss.item()
-
-    def update_targets(self) -> None:
-        if self.update_type == "polyak":
-            self.polyak_update(self.q1_net, self.target_q1_net, self.polyak_coef)
-            self.polyak_update(self.q2_net, self.target_q2_net, self.polyak_coef)
-        elif self.clock.frame - self.last_target_update >= self.update_frequency:
-            self.target_q1_net.load_state_dict(self.q1_net.state_dict())
-            self.target_q2_net.load_state_dict(self.q2_net.state_dict())
-            self.last_target_update = self.clock.frame
 
     def metrics(self) -> dict[str, float]:
         return {**super().metrics(), "alpha": self.alpha.item()}

@@ -18,7 +18,7 @@ from slm_lab.lib import distribution as D
 
 
 class SARSA(Algorithm):
-    config_cls = SARSAConfig
+    config: SARSAConfig
 
     def init_nets(self) -> None:
         self.init_q_net()
@@ -31,23 +31,21 @@ class SARSA(Algorithm):
 
     def train(self) -> float:
         batch = self.memory.sample(self.device)
-        T, N = batch["rewards"].shape
-        actions = batch["actions"].long()
+        T, N = batch.rewards.shape
+        actions = batch.actions.long()
         q_preds = (
-            self.net(flat(batch["obs"]).float())[0]
+            self.net(flat(batch.obs).float())[0]
             .view(T, N, -1)
             .gather(-1, actions.unsqueeze(-1))
             .squeeze(-1)
         )
         with torch.no_grad(), net_util.eval_mode(self.net):
-            next_q_all = self.net(flat(batch["next_obs"]).float())[0].view(T, N, -1)
+            next_q_all = self.net(flat(batch.next_obs).float())[0].view(T, N, -1)
             probs = D.discrete_policy_probs(next_q_all, self.action_policy, self.explore_var.val)
             next_q = (probs * next_q_all).sum(-1)  # expectation, used where a_{t+1} is not known
             taken = next_q_all[:-1].gather(-1, actions[1:].unsqueeze(-1)).squeeze(-1)
-            next_q[:-1] = torch.where(batch["dones"][:-1], next_q[:-1], taken)
-            q_targets = (
-                batch["rewards"] + self.gamma * (1.0 - batch["terminateds"].float()) * next_q
-            )
+            next_q[:-1] = torch.where(batch.dones[:-1], next_q[:-1], taken)
+            q_targets = batch.rewards + self.gamma * (1.0 - batch.terminateds.float()) * next_q
         loss = self.loss_fn(q_preds, q_targets)
         self.optimize(loss)
         return loss.item()

@@ -1,8 +1,8 @@
 """On-policy memories: preallocated arrays, written a whole env vector at a time.
 
-OnPolicyBatchReplay collects `size` vector steps (a [T, N] batch) then hands it over.
-OnPolicyReplay collects whole episodes per env and hands them over once `training_frequency`
-episodes have finished; partial episodes stay for the next batch.
+OnPolicyBatchReplay collects `batch_steps` vector steps (a [T, N] batch) then hands it over.
+OnPolicyReplay collects whole episodes per env and hands them over once `batch_steps` episodes
+(the algorithm's training_frequency) have finished; partial episodes stay for the next batch.
 """
 
 from typing import Any
@@ -10,61 +10,45 @@ from typing import Any
 import numpy as np
 import torch
 
-FIELDS = ("obs", "actions", "rewards", "next_obs", "terminateds", "dones")
+from slm_lab.agent.memory.base import Batch, Layout, Transition, UnprioritizedMemory
+from slm_lab.agent.memory.config import MemoryConfig
 
 
-def _alloc(
-    shape_prefix: tuple[int, ...],
-    obs_shape: tuple[int, ...],
-    obs_dtype: np.dtype,
-    action_shape: tuple[int, ...],
-    action_dtype: np.dtype,
-) -> dict[str, np.ndarray]:
+def _alloc(shape_prefix: tuple[int, ...], layout: Layout) -> dict[str, np.ndarray]:
+    """Arrays named as Batch's fields, each shape_prefix + the field's own shape."""
     return {
-        "obs": np.zeros(shape_prefix + obs_shape, dtype=obs_dtype),
-        "actions": np.zeros(shape_prefix + action_shape, dtype=action_dtype),
+        "obs": np.zeros(shape_prefix + layout.obs_shape, dtype=layout.obs_dtype),
+        "actions": np.zeros(shape_prefix + layout.action_shape, dtype=layout.action_dtype),
         "rewards": np.zeros(shape_prefix, dtype=np.float32),
-        "next_obs": np.zeros(shape_prefix + obs_shape, dtype=obs_dtype),
+        "next_obs": np.zeros(shape_prefix + layout.obs_shape, dtype=layout.obs_dtype),
         "terminateds": np.zeros(shape_prefix, dtype=np.bool_),
         "dones": np.zeros(shape_prefix, dtype=np.bool_),
     }
 
 
-class OnPolicyBatchReplay:
+def _batch(arrays: dict[str, np.ndarray], device: torch.device) -> Batch:
+    return Batch(**{k: torch.as_tensor(v, device=device) for k, v in arrays.items()})
+
+
+class OnPolicyBatchReplay(UnprioritizedMemory):
     """A [size, num_envs] batch of consecutive steps from every env."""
 
-    is_episodic = False
-
     def __init__(
-        self,
-        size: int,
-        num_envs: int,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
+        self, config: MemoryConfig, layout: Layout, batch_steps: int, max_frame: int
     ) -> None:
-        self.size = size
-        self.num_envs = num_envs
-        self.data = _alloc((size, num_envs), obs_shape, obs_dtype, action_shape, action_dtype)
+        self.size = batch_steps
+        self.num_envs = layout.num_envs
+        self.data = _alloc((batch_steps, layout.num_envs), layout)
         self.ptr = 0
 
-    def add(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminateds: np.ndarray,
-        truncateds: np.ndarray,
-    ) -> None:
+    def add(self, t: Transition) -> None:
         d, i = self.data, self.ptr
-        d["obs"][i] = obs
-        d["actions"][i] = actions
-        d["rewards"][i] = rewards
-        d["next_obs"][i] = next_obs
-        d["terminateds"][i] = terminateds
-        np.logical_or(terminateds, truncateds, out=d["dones"][i])
+        d["obs"][i] = t.obs
+        d["actions"][i] = t.actions
+        d["rewards"][i] = t.rewards
+        d["next_obs"][i] = t.next_obs
+        d["terminateds"][i] = t.terminateds
+        np.logical_or(t.terminateds, t.truncateds, out=d["dones"][i])
         self.ptr += 1
 
     def ready(self) -> bool:
@@ -75,10 +59,10 @@ class OnPolicyBatchReplay:
         if self.ptr > 0:
             self.data["dones"][self.ptr - 1] = True
 
-    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+    def sample(self, device: torch.device) -> Batch:
         """The whole batch as [T, N, ...] tensors; the memory starts over."""
         self.ptr = 0
-        return {k: torch.as_tensor(v, device=device) for k, v in self.data.items()}
+        return _batch(self.data, device)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -92,30 +76,23 @@ class OnPolicyBatchReplay:
             self.data[k][...] = v.numpy()
 
 
-class OnPolicyReplay:
+class OnPolicyReplay(UnprioritizedMemory):
     """Whole episodes from every env; ready once `training_frequency` episodes have ended.
 
     Each env writes into its own row at its own pointer, so episodes stay contiguous; a batch is
     every env's finished episodes laid end to end as one [B, 1] sequence, episode ends marked.
     """
 
-    is_episodic = True
     INITIAL_CAPACITY = 1024
 
     def __init__(
-        self,
-        training_frequency: int,
-        num_envs: int,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
+        self, config: MemoryConfig, layout: Layout, batch_steps: int, max_frame: int
     ) -> None:
-        self.training_frequency = training_frequency
-        self.num_envs = num_envs
-        self._shapes = (obs_shape, obs_dtype, action_shape, action_dtype)
+        self.training_frequency = batch_steps  # episodes per batch
+        self.num_envs = num_envs = layout.num_envs
+        self.layout = layout
         self.capacity = self.INITIAL_CAPACITY
-        self.data = _alloc((num_envs, self.capacity), *self._shapes)
+        self.data = _alloc((num_envs, self.capacity), layout)
         self.ptr = np.zeros(num_envs, dtype=np.int64)
         self.last_end = np.zeros(
             num_envs, dtype=np.int64
@@ -124,29 +101,21 @@ class OnPolicyReplay:
         self._rows = np.arange(num_envs)
 
     def _grow(self) -> None:
-        new = _alloc((self.num_envs, self.capacity * 2), *self._shapes)
+        new = _alloc((self.num_envs, self.capacity * 2), self.layout)
         for k, v in self.data.items():
             new[k][:, : self.capacity] = v
         self.data, self.capacity = new, self.capacity * 2
 
-    def add(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminateds: np.ndarray,
-        truncateds: np.ndarray,
-    ) -> None:
+    def add(self, t: Transition) -> None:
         if self.ptr.max() >= self.capacity:
             self._grow()
         d, rows, cols = self.data, self._rows, self.ptr
-        d["obs"][rows, cols] = obs
-        d["actions"][rows, cols] = actions
-        d["rewards"][rows, cols] = rewards
-        d["next_obs"][rows, cols] = next_obs
-        d["terminateds"][rows, cols] = terminateds
-        dones = terminateds | truncateds
+        d["obs"][rows, cols] = t.obs
+        d["actions"][rows, cols] = t.actions
+        d["rewards"][rows, cols] = t.rewards
+        d["next_obs"][rows, cols] = t.next_obs
+        d["terminateds"][rows, cols] = t.terminateds
+        dones = t.terminateds | t.truncateds
         d["dones"][rows, cols] = dones
         self.ptr += 1
         if dones.any():
@@ -163,7 +132,7 @@ class OnPolicyReplay:
         self.last_end[open_envs] = self.ptr[open_envs]
         self.num_episodes += int(open_envs.sum())
 
-    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+    def sample(self, device: torch.device) -> Batch:
         """Every finished episode as a [B, 1, ...] sequence; unfinished ones stay."""
         batch = {
             k: np.concatenate([v[e, : self.last_end[e]] for e in range(self.num_envs)])[:, None]
@@ -176,7 +145,7 @@ class OnPolicyReplay:
         self.ptr -= self.last_end
         self.last_end[:] = 0
         self.num_episodes = 0
-        return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
+        return _batch(batch, device)
 
     def state_dict(self) -> dict[str, Any]:
         return {

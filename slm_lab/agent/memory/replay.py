@@ -34,16 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from slm_lab.agent.memory.base import Batch, Layout, Transition
+from slm_lab.agent.memory.config import PrioritizedReplayConfig, ReplayConfig
 from slm_lab.agent.memory.sum_tree import SumTree
 
 INITIAL_FINAL_SLOTS = 1024  # final-obs ring size to start with; it doubles as needed
-DEFAULT_BETA = 0.4  # PER importance-sampling exponent at frame 0 (Schaul et al. 2016)
-
-
-def _require(memory_spec: dict[str, Any], key: str, cls: str) -> Any:
-    if memory_spec.get(key) is None:
-        raise ValueError(f"{key}: required by {cls}")
-    return memory_spec[key]
 
 
 def _to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -53,29 +48,15 @@ def _to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
 class Replay:
     """Uniform experience replay over the last `max_size` transitions of all envs."""
 
-    is_episodic = False
-
     def __init__(
-        self,
-        memory_spec: dict[str, Any],
-        num_envs: int,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
+        self, config: ReplayConfig, layout: Layout, batch_steps: int, max_frame: int
     ) -> None:
-        cls = type(self).__name__
-        max_size = float(_require(memory_spec, "max_size", cls))
-        if max_size < 1 or max_size != int(max_size):
-            raise ValueError(f"max_size: must be a positive whole number, got {max_size!r}")
-        self.max_size = int(max_size)
-        self.batch_size = int(_require(memory_spec, "batch_size", cls))
-        if not 1 <= self.batch_size <= self.max_size:
-            raise ValueError(
-                f"batch_size: must be in [1, max_size={self.max_size}], got {self.batch_size}"
-            )
-        self.use_cer = bool(memory_spec.get("use_cer", False))
-        self.num_envs = num_envs
+        self.max_size = config.max_size
+        self.batch_size = config.batch_size
+        self.use_cer = config.use_cer
+        self.num_envs = num_envs = layout.num_envs
+        obs_shape, obs_dtype = layout.obs_shape, layout.obs_dtype
+        action_shape, action_dtype = layout.action_shape, layout.action_dtype
         self.capacity_steps = math.ceil(self.max_size / num_envs)
         self.capacity = self.capacity_steps * num_envs
         self.obs_shape, self.obs_dtype = obs_shape, obs_dtype
@@ -99,27 +80,19 @@ class Replay:
         self.rng = np.random.default_rng(torch.initial_seed())
 
     # -- writing -----------------------------------------------------------------------------
-    def add(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminateds: np.ndarray,
-        truncateds: np.ndarray,
-    ) -> None:
+    def add(self, t: Transition) -> None:
         d, r = self.data, self.head
         if self.num_rows == self.capacity_steps:  # row r is the oldest: release its final obs
             self._release_finals(int(np.count_nonzero(self.final_idx[r] >= 0)))
             self.final_idx[r] = -1
-        d["obs"][r] = obs
-        d["actions"][r] = actions
-        d["rewards"][r] = rewards
-        d["terminateds"][r] = terminateds
-        dones = np.logical_or(terminateds, truncateds, out=d["dones"][r])
+        d["obs"][r] = t.obs
+        d["actions"][r] = t.actions
+        d["rewards"][r] = t.rewards
+        d["terminateds"][r] = t.terminateds
+        dones = np.logical_or(t.terminateds, t.truncateds, out=d["dones"][r])
         if dones.any():
-            self.final_idx[r, dones] = self._push_finals(next_obs[dones])
-        self.latest_next_obs[...] = next_obs
+            self.final_idx[r, dones] = self._push_finals(t.next_obs[dones])
+        self.latest_next_obs[...] = t.next_obs
         self.head = (r + 1) % self.capacity_steps
         self.num_rows = min(self.num_rows + 1, self.capacity_steps)
 
@@ -171,6 +144,7 @@ class Replay:
         return idxs
 
     def _gather(self, idxs: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
+        """The transitions at flat indices `idxs`, as tensors named as Batch's fields."""
         rows, envs = np.divmod(idxs, self.num_envs)
         batch = {k: v[rows, envs] for k, v in self.data.items()}
         next_obs = self.data["obs"][(rows + 1) % self.capacity_steps, envs]
@@ -182,9 +156,12 @@ class Replay:
         batch["next_obs"] = next_obs
         return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
 
-    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+    def sample(self, device: torch.device) -> Batch:
         """A [batch_size, ...] batch of obs, actions, rewards, next_obs, terminateds, dones."""
-        return self._gather(self._batch_idxs(), device)
+        return Batch(**self._gather(self._batch_idxs(), device))
+
+    def mark_truncated(self) -> None:
+        """Nothing to end: each stored transition already has its successor."""
 
     def update_priorities(self, idxs: torch.Tensor | np.ndarray, td_errors: torch.Tensor) -> None:
         """Uniform replay has no priorities."""
@@ -242,49 +219,26 @@ class PrioritizedReplay(Replay):
     total is split into batch_size equal segments and one leaf drawn uniformly within each.
     Weights w_i = (N * P(i)) ** -beta / max_j w_j with N = size, P(i) = p_i / total, normalized
     by the max over the batch (so they are <= 1 and only scale the loss down).
-    beta rises linearly from memory_spec beta (0.4 by default) to exactly 1 at frame
-    beta_end_step: the algorithm calls `anneal(frame)` every step.
+    beta rises linearly from the config's beta (0.4 by default) to exactly 1 at frame
+    beta_end_step (the run's max_frame by default): the algorithm calls `anneal(frame)` every
+    step.
     """
 
     def __init__(
-        self,
-        memory_spec: dict[str, Any],
-        num_envs: int,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
+        self, config: PrioritizedReplayConfig, layout: Layout, batch_steps: int, max_frame: int
     ) -> None:
-        super().__init__(memory_spec, num_envs, obs_shape, obs_dtype, action_shape, action_dtype)
-        cls = type(self).__name__
-        self.alpha = float(_require(memory_spec, "alpha", cls))
-        self.epsilon = float(_require(memory_spec, "epsilon", cls))
-        self.beta_start = float(memory_spec.get("beta", DEFAULT_BETA))
-        self.beta_end_step = float(_require(memory_spec, "beta_end_step", cls))
-        for key, val in (("alpha", self.alpha), ("beta", self.beta_start)):
-            if not 0 <= val <= 1:
-                raise ValueError(f"{key}: must be in [0, 1], got {val!r}")
-        if self.epsilon <= 0:
-            raise ValueError(
-                f"epsilon: must be > 0 so every transition can be sampled, got {self.epsilon!r}"
-            )
-        if self.beta_end_step <= 0:
-            raise ValueError(f"beta_end_step: must be > 0, got {self.beta_end_step!r}")
+        super().__init__(config, layout, batch_steps, max_frame)
+        self.alpha = config.alpha
+        self.epsilon = config.epsilon
+        self.beta_start = config.beta
+        self.beta_end_step = float(config.beta_end_step or max_frame)
         self.beta = self.beta_start
         self.max_priority = 1.0
         self.tree = SumTree(self.capacity)
 
-    def add(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminateds: np.ndarray,
-        truncateds: np.ndarray,
-    ) -> None:
+    def add(self, t: Transition) -> None:
         row = self.head
-        super().add(obs, actions, rewards, next_obs, terminateds, truncateds)
+        super().add(t)
         leaves = row * self.num_envs + np.arange(self.num_envs)
         self.tree.update(leaves, np.full(self.num_envs, self.max_priority))
 
@@ -303,13 +257,14 @@ class PrioritizedReplay(Replay):
         weights = (self.size * probs) ** -self.beta
         return (weights / weights.max()).astype(np.float32)
 
-    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+    def sample(self, device: torch.device) -> Batch:
         """The Replay batch plus `weights` [B] (float32) and `idxs` [B] for update_priorities."""
         idxs = self._batch_idxs()
-        batch = self._gather(idxs, device)
-        batch["weights"] = torch.as_tensor(self.is_weights(idxs), device=device)
-        batch["idxs"] = torch.as_tensor(idxs, device=device)
-        return batch
+        return Batch(
+            **self._gather(idxs, device),
+            weights=torch.as_tensor(self.is_weights(idxs), device=device),
+            idxs=torch.as_tensor(idxs, device=device),
+        )
 
     def update_priorities(self, idxs: torch.Tensor | np.ndarray, td_errors: torch.Tensor) -> None:
         abs_errors = np.abs(_to_numpy(td_errors).astype(np.float64).ravel())

@@ -19,37 +19,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from slm_lab.agent.memory.base import Batch, Layout, Transition, UnprioritizedMemory
+from slm_lab.agent.memory.config import SILMemoryConfig
+from slm_lab.lib.math_util import calc_returns
+
 INITIAL_STAGE_STEPS = 256
 
 
-class SILReplay:
-    is_episodic = False
-
-    def __init__(
-        self,
-        memory_spec: dict[str, Any],
-        num_envs: int,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
-        gamma: float,
-    ) -> None:
-        for key in ("max_size", "batch_size"):
-            if memory_spec.get(key) is None:
-                raise ValueError(f"{key}: required by self-imitation replay")
-        max_size = float(memory_spec["max_size"])
-        if max_size < 1 or max_size != int(max_size):
-            raise ValueError(f"max_size: must be a positive whole number, got {max_size!r}")
-        self.max_size = int(max_size)
-        self.batch_size = int(memory_spec["batch_size"])
-        if not 1 <= self.batch_size <= self.max_size:
-            raise ValueError(
-                f"batch_size: must be in [1, max_size={self.max_size}], got {self.batch_size}"
-            )
-        self.use_cer = bool(memory_spec.get("use_cer", False))
+class SILReplay(UnprioritizedMemory):
+    def __init__(self, config: SILMemoryConfig, layout: Layout, gamma: float) -> None:
+        self.max_size = config.max_size
+        self.batch_size = config.batch_size
+        self.use_cer = config.use_cer
         self.gamma = gamma
-        self.num_envs = num_envs
+        self.num_envs = num_envs = layout.num_envs
+        obs_shape, obs_dtype = layout.obs_shape, layout.obs_dtype
+        action_shape, action_dtype = layout.action_shape, layout.action_dtype
         self.data = {
             "obs": np.zeros((self.max_size,) + obs_shape, dtype=obs_dtype),
             "actions": np.zeros((self.max_size,) + action_shape, dtype=action_dtype),
@@ -74,19 +59,18 @@ class SILReplay:
     def stage_steps(self) -> int:
         return self.stage["obs"].shape[1]
 
-    def add(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        terminateds: np.ndarray,
-        truncateds: np.ndarray,
-        final_values: np.ndarray | None = None,
-    ) -> None:
+    def add(self, t: Transition, final_values: np.ndarray | None = None) -> None:
         """Stage one vector step; move every episode that ended into the store.
 
         `final_values[e]` is V(s_final) of env e, read only where e was truncated (not terminated).
         """
+        obs, actions, rewards, terminateds, truncateds = (
+            t.obs,
+            t.actions,
+            t.rewards,
+            t.terminateds,
+            t.truncateds,
+        )
         longest = int(self.stage_len.max())
         if longest == self.stage_steps < self.max_size:
             self.stage = {
@@ -115,7 +99,10 @@ class SILReplay:
     def _store_episode(self, e: int, bootstrap: float) -> int:
         """Write env e's finished episode into the store; returns the row of its last step."""
         n = int(self.stage_len[e])
-        returns = discounted_returns(self.stage_rewards[e, :n], self.gamma, bootstrap)
+        rewards = torch.from_numpy(self.stage_rewards[e, :n, None])  # [n, 1]: one episode
+        returns = calc_returns(
+            rewards, torch.zeros_like(rewards, dtype=torch.bool), self.gamma, bootstrap
+        )[:, 0].numpy()
         m = min(n, self.max_size)  # only the episode's last max_size steps fit
         src = (n - m + np.arange(m)) % self.stage_steps
         rows = (self.head + np.arange(m)) % self.max_size
@@ -135,12 +122,14 @@ class SILReplay:
     def ready(self) -> bool:
         return self.size >= self.batch_size
 
-    def sample(self, device: torch.device) -> dict[str, torch.Tensor]:
+    def sample(self, device: torch.device) -> Batch:
+        """obs, actions and, in `rewards`, the discounted returns R of sampled steps."""
         n_cer = min(len(self.newest), self.batch_size) if self.use_cer else 0
         idxs = self.rng.integers(0, self.size, size=self.batch_size - n_cer)
         if n_cer:
             idxs = np.concatenate([idxs, np.asarray(self.newest[:n_cer])])
-        return {k: torch.as_tensor(v[idxs], device=device) for k, v in self.data.items()}
+        data = {k: torch.as_tensor(v[idxs], device=device) for k, v in self.data.items()}
+        return Batch(data["obs"], data["actions"], data["returns"])
 
     def state_dict(self) -> dict[str, Any]:
         """Arrays are shared with the memory as tensors, not copied: save before the next `add`."""
@@ -185,14 +174,4 @@ def _grown(a: np.ndarray, steps: int) -> np.ndarray:
     """`a` ([num_envs, steps_now, ...]) copied into zeros of [num_envs, steps, ...]."""
     out = np.zeros((a.shape[0], steps) + a.shape[2:], dtype=a.dtype)
     out[:, : a.shape[1]] = a
-    return out
-
-
-def discounted_returns(rewards: np.ndarray, gamma: float, bootstrap: float = 0.0) -> np.ndarray:
-    """R_t = r_t + gamma * R_{t+1} over one episode, R after its end = `bootstrap`."""
-    out = np.empty(len(rewards), dtype=np.float64)
-    running = bootstrap
-    for t in range(len(rewards) - 1, -1, -1):
-        running = rewards[t] + gamma * running
-        out[t] = running
     return out

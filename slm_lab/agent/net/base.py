@@ -1,12 +1,11 @@
 """Net: the base of every net type, a body (the subclass's `embed`) then one linear head per output."""
 
-from typing import Any
-
 import torch
 from torch import nn
 
 from slm_lab.agent.net import net_util
 from slm_lab.agent.net.batch_renorm import BatchRenorm1d
+from slm_lab.agent.net.config import DEFAULT_ACTIVATION, NetConfig
 
 
 class Net(nn.Module):
@@ -24,13 +23,13 @@ class Net(nn.Module):
 
     def init_heads(
         self,
-        net_spec: dict[str, Any],
+        net: NetConfig,
         feat_dim: int,
         out_dims: list[int],
         head_gains: list[float | None] | None,
         log_std_dim: int,
     ) -> None:
-        init_fn = net_spec.get("init_fn")
+        init_fn = net.init_fn
         self.heads = nn.ModuleList()
         for dim, gain in zip(out_dims, head_gains or [None] * len(out_dims), strict=True):
             head = nn.Linear(feat_dim, dim)
@@ -40,12 +39,10 @@ class Net(nn.Module):
                 net_util.init_layer(head, init_fn, None)
             self.heads.append(head)
         self.out_activation = (
-            net_util.get_activation(net_spec["out_layer_activation"])
-            if net_spec.get("out_layer_activation")
-            else None
+            net_util.get_activation(net.out_layer_activation) if net.out_layer_activation else None
         )
         self.log_std = (
-            nn.Parameter(torch.full((log_std_dim,), float(net_spec.get("log_std_init", 0.0))))
+            nn.Parameter(torch.full((log_std_dim,), net.log_std_init or 0.0))
             if log_std_dim
             else None
         )
@@ -64,29 +61,29 @@ class Net(nn.Module):
 
 
 def hidden_layers(
-    net_spec: dict[str, Any], in_dim: int, widths: list[int], norm: bool = True
+    net: NetConfig, in_dim: int, widths: list[int], norm: bool = True
 ) -> tuple[list[nn.Module], int]:
     """Per width: Linear, the spec's norm layers (batch renorm, batch norm, layer norm), activation.
 
     Returns (layers, output width). `norm` False leaves out the norm layers.
     """
-    activation = net_spec.get("hid_layers_activation", "relu")
+    activation = net.hid_layers_activation or DEFAULT_ACTIVATION
     layers: list[nn.Module] = []
     last = in_dim
     for width in widths:
         linear = nn.Linear(last, width)
-        net_util.init_layer(linear, net_spec.get("init_fn"), activation)
+        net_util.init_layer(linear, net.init_fn, activation)
         layers.append(linear)
-        if norm and net_spec.get("batch_renorm"):
-            warmup = net_spec.get("batch_renorm_warmup_steps")
+        if norm and net.batch_renorm:
+            warmup = net.batch_renorm_warmup_steps
             layers.append(
                 BatchRenorm1d(width)
                 if warmup is None
                 else BatchRenorm1d(width, warmup_steps=warmup)
             )
-        if norm and net_spec.get("batch_norm"):
+        if norm and net.batch_norm:
             layers.append(nn.BatchNorm1d(width))
-        if norm and net_spec.get("layer_norm"):
+        if norm and net.layer_norm:
             layers.append(nn.LayerNorm(width))
         layers.append(net_util.get_activation(activation))
         last = width

@@ -7,47 +7,28 @@ torch; a test checks that it matches.
 """
 
 import json
+import typing
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-NET: dict[str, str] = {
-    "type": "str",
-    "shared": "bool?",
-    "hid_layers": "list?",
-    "hid_layers_activation": "str?",
-    "out_layer_activation": "str?",
-    "init_fn": "str?",
-    "normalize": "bool?",
-    "batch_norm": "bool?",
-    "layer_norm": "bool?",
-    "batch_renorm": "bool?",
-    "batch_renorm_warmup_steps": "int?",
-    "conv_hid_layers": "list?",
-    "fc_hid_layers": "list?",
-    "cell_type": "str?",
-    "rnn_hidden_size": "int?",
-    "rnn_num_layers": "int?",
-    "seq_len": "int?",
-    "bidirectional": "bool?",
-    "clip_grad_val": "float?",
-    "use_same_optim": "bool?",
-    "loss_spec": "dict?",
-    "optim_spec": "dict?",
-    "lr_scheduler_spec": "dict?",
-    "log_std_init": "float?",
-    "init_std": "float?",
-    "gpu": "any",
-    # target nets (DQN family, SAC)
-    "update_type": "str?",
-    "update_frequency": "float?",
-    "polyak_coef": "float?",
-    # TorchArcNet (SLM Lab v5.1+): a torcharc graph spec, inline or by path
-    "arc": "dict?",
-    "arc_file": "str?",
-}
+from slm_lab.lib.config import (
+    Config,
+    SpecError,
+    check_value,
+    did_you_mean,
+    hints,
+    key,
+    parse,
+)
+
+NOT_YET = "is not available yet in this release"
+HOGWILD_OPTIM_PREFIX = "Global"  # v5's shared-memory optimizers (GlobalAdam, GlobalRMSprop)
+ROLE_PREFIXES = ("actor_", "critic_")
+CONV_ROW_LEN = 5  # [out_channels, kernel, stride, padding, dilation]
 # net keys that may carry an actor_/critic_ prefix to configure one of the two nets
-NET_ROLE_KEYS = {
+NET_ROLE_KEYS = (
     "hid_layers",
     "hid_layers_activation",
     "init_fn",
@@ -68,11 +49,238 @@ NET_ROLE_KEYS = {
     "out_layer_activation",
     "arc",
     "arc_file",
-}
-NET_TYPES = ("MLPNet", "ConvNet", "RecurrentNet", "DuelingMLPNet", "DuelingConvNet", "TorchArcNet")
-IMAGE_NETS = ("ConvNet", "DuelingConvNet")
-CELL_TYPES = ("RNN", "LSTM", "GRU")
+)
 CUSTOM_SCHEDULERS = ("LinearToZero", "LinearToMin")  # frame-based, beside torch's own
+DEFAULT_ACTIVATION = "relu"  # of hidden layers, when hid_layers_activation is null
+
+
+@dataclass(frozen=True)
+class OptimSpec(Config):
+    """A torch.optim optimizer by name; every other key is its argument (betas, eps, ...)."""
+
+    EXTRA = "kwargs"
+    name: str = key(doc="a torch.optim optimizer (Adam, RMSprop, ...)", required=True)
+    lr: float | None = key(None, "learning rate (null: the optimizer's own default)", gt=0)
+    kwargs: dict[str, Any] = key({}, "the optimizer's other arguments")
+
+    def check(self, path: str) -> None:
+        name = self.name
+        if name.startswith(HOGWILD_OPTIM_PREFIX):
+            raise SpecError(
+                f"{path}.name: {name} (a Hogwild shared-memory optimizer) {NOT_YET}; use {name.removeprefix(HOGWILD_OPTIM_PREFIX)} with meta.distributed false"
+            )
+        check_torch_name(name, "optimizers", f"{path}.name", "torch.optim")
+
+    def arguments(self) -> dict[str, Any]:
+        return {**self.kwargs, **({"lr": self.lr} if self.lr is not None else {})}
+
+
+@dataclass(frozen=True)
+class LRSchedulerSpec(Config):
+    """A torch.optim.lr_scheduler by name (its arguments beside it), or a frame-based
+    LinearToZero / LinearToMin, which step with the frames trained."""
+
+    EXTRA = "kwargs"
+    name: str = key(
+        doc="a torch.optim.lr_scheduler class, LinearToZero or LinearToMin", required=True
+    )
+    frame: int | None = key(
+        None, "LinearToZero/LinearToMin: frames over which the lr falls (null: env.max_frame)", gt=0
+    )
+    min_factor: float | None = key(
+        None, "LinearToMin: the lr's floor, as a fraction of its start", ge=0, le=1
+    )
+    kwargs: dict[str, Any] = key({}, "a torch scheduler's arguments")
+
+    def check(self, path: str) -> None:
+        if self.name in CUSTOM_SCHEDULERS:
+            if self.name == "LinearToMin" and self.min_factor is None:
+                raise SpecError(f"{path}.min_factor: required by LinearToMin")
+            if self.kwargs:
+                raise SpecError(f"{path}.{next(iter(self.kwargs))}: unknown key for {self.name}")
+        else:
+            check_torch_name(
+                self.name,
+                "lr_schedulers",
+                f"{path}.name",
+                "torch.optim.lr_scheduler",
+                CUSTOM_SCHEDULERS,
+            )
+
+
+@dataclass(frozen=True)
+class LossSpec(Config):
+    """A torch.nn loss by name; every other key is its argument."""
+
+    EXTRA = "kwargs"
+    name: str = key(doc="a torch.nn loss (MSELoss, SmoothL1Loss, ...)", required=True)
+    kwargs: dict[str, Any] = key({}, "the loss's arguments")
+
+    def check(self, path: str) -> None:
+        check_torch_name(self.name, "losses", f"{path}.name", "torch.nn")
+
+
+DEFAULT_OPTIM = OptimSpec(name="Adam", lr=3e-4)  # a net's optimizer when its spec names none
+DEFAULT_LOSS = LossSpec(name="MSELoss")
+
+
+@dataclass(frozen=True)
+class NetConfig(Config):
+    """One net's settings: the `net` section with a role's `actor_`/`critic_` keys applied."""
+
+    DEPRECATED = {
+        "lr_decay_frequency": "lr_scheduler_spec",
+        "lr_decay": "lr_scheduler_spec",
+        "lr_decay_min_timestep": "lr_scheduler_spec",
+    }
+
+    type: Literal[
+        "MLPNet", "ConvNet", "RecurrentNet", "DuelingMLPNet", "DuelingConvNet", "TorchArcNet"
+    ] = key(doc="the net's kind", required=True)
+    shared: bool = key(False, "actor-critic: one body with a policy head and a value head")
+    hid_layers: list[int] = key([64], "MLP hidden layer widths")
+    hid_layers_activation: str | None = key(
+        None, "a torch activation (relu, tanh, ...) after each hidden layer (null: relu)"
+    )
+    out_layer_activation: str | None = key(None, "an activation on every head's output")
+    init_fn: str | None = key(None, "a torch.nn.init function for the weights (orthogonal_, ...)")
+    normalize: bool = key(False, "ConvNet/TorchArcNet: divide uint8 frames by 255")
+    batch_norm: bool = key(False, "batch norm after each hidden layer (before its activation)")
+    layer_norm: bool = key(False, "layer norm after each hidden layer")
+    batch_renorm: bool = key(
+        False, "batch renormalization after each hidden layer (CrossQ critics)"
+    )
+    batch_renorm_warmup_steps: int | None = key(
+        None, "training forwards of plain batch norm before renorm's corrections", ge=0
+    )
+    conv_hid_layers: list[list[int]] | None = key(
+        None, "ConvNet rows [out_channels, kernel, stride, padding, dilation]"
+    )
+    fc_hid_layers: list[int] = key([], "ConvNet/RecurrentNet: fc layer widths after the body")
+    cell_type: Literal["RNN", "LSTM", "GRU"] = key("GRU", "RecurrentNet's cell")
+    rnn_hidden_size: int | None = key(None, "RecurrentNet's hidden size", gt=0)
+    rnn_num_layers: int = key(1, "RecurrentNet's layers", gt=0)
+    seq_len: int | None = key(
+        None, "RecurrentNet (required there): recent observations it reads", gt=0
+    )
+    bidirectional: bool = key(False, "RecurrentNet: a bidirectional RNN")
+    clip_grad_val: float | None = key(None, "clip the gradient's global 2-norm to this", gt=0)
+    use_same_optim: bool = key(False, "actor-critic: one optimizer (the actor's) for both nets")
+    loss_spec: LossSpec | None = key(None, "the value/Q loss (default MSELoss)")
+    optim_spec: OptimSpec | None = key(None, "the optimizer (default Adam)")
+    lr_scheduler_spec: LRSchedulerSpec | None = key(None, "the learning-rate schedule")
+    log_std_init: float | None = key(
+        None, "continuous policy: a state-independent log-std starting here (null: a log-std head)"
+    )
+    init_std: float | None = key(None, "the heads' init gain (e.g. actor 0.01, critic 1.0)")
+    gpu: Any = key("auto", "auto (CUDA when there is one), true or false")
+    update_type: Literal["replace", "polyak"] | None = key(
+        None, "target net: replace every update_frequency frames, or polyak after each step"
+    )
+    update_frequency: int | None = key(None, "target net (replace): frames between copies", gt=0)
+    polyak_coef: float | None = key(
+        None, "target net (polyak): blend of the online net", ge=0, le=1
+    )
+    arc: dict[str, Any] | None = key(None, "TorchArcNet: a torcharc graph spec")
+    arc_file: str | None = key(None, "TorchArcNet: the path of a torcharc YAML spec")
+
+    def check(self, path: str) -> None:
+        names = torch_names()
+        for k in ("hid_layers_activation", "out_layer_activation"):
+            v = getattr(self, k)
+            if v is not None and v.lower() not in names["activations"]:
+                raise SpecError(
+                    f"{path}.{k}: {v!r} is not a torch activation{did_you_mean(v.lower(), names['activations'])}"
+                )
+        if self.init_fn is not None and self.init_fn not in names["init_fns"]:
+            raise SpecError(
+                f"{path}.init_fn: {self.init_fn!r} is not in torch.nn.init{did_you_mean(self.init_fn, names['init_fns'])}"
+            )
+        if any(w <= 0 for w in [*self.hid_layers, *self.fc_hid_layers]):
+            k = "hid_layers" if any(w <= 0 for w in self.hid_layers) else "fc_hid_layers"
+            raise SpecError(
+                f"{path}.{k}: expected a list of positive ints, got {getattr(self, k)!r}"
+            )
+        for row in self.conv_hid_layers or []:
+            if not (len(row) == CONV_ROW_LEN and min(row[:3] + row[4:]) > 0 and row[3] >= 0):
+                raise SpecError(
+                    f"{path}.conv_hid_layers: expected rows [out_channels, kernel, stride, padding, dilation] of ints (padding >= 0, the others > 0), got {row!r}"
+                )
+        required = {
+            "ConvNet": "conv_hid_layers",
+            "DuelingConvNet": "conv_hid_layers",
+            "RecurrentNet": "rnn_hidden_size",
+        }.get(self.type)
+        if required and not getattr(self, required):
+            raise SpecError(f"{path}.{required}: required by {self.type}")
+        if self.type == "RecurrentNet" and self.seq_len is None:
+            raise SpecError(
+                f"{path}.seq_len: required by RecurrentNet (how many recent observations it reads)"
+            )
+        if self.batch_renorm and self.batch_norm:
+            raise SpecError(f"{path}.batch_renorm: choose batch_renorm or batch_norm, not both")
+        if self.update_type == "polyak" and self.polyak_coef is None:
+            raise SpecError(f"{path}.polyak_coef: required by update_type polyak (e.g. 0.005)")
+
+
+def role_spec(net_spec: dict[str, Any], role: str | None) -> dict[str, Any]:
+    """The net spec one net sees: shared keys, overridden by keys prefixed `<role>_`
+    (for role 'critic', `critic_optim_spec` becomes its `optim_spec`); role None: no role keys."""
+    spec = {k: v for k, v in net_spec.items() if not k.startswith(ROLE_PREFIXES)}
+    if role is None:
+        return spec
+    prefix = f"{role}_"
+    own = {k[len(prefix) :]: v for k, v in net_spec.items() if k.startswith(prefix)}
+    if own.get("arc") is not None or own.get("arc_file") is not None:
+        spec.pop("arc", None)  # a role's own torcharc body replaces the shared one, either key
+        spec.pop("arc_file", None)
+    spec.update(own)
+    return spec
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """A `net` (or `critic_net`) section: the config each role's net is built from."""
+
+    base: NetConfig  # without role keys: a Q-net, or a shared actor-critic
+    actor: NetConfig
+    critic: NetConfig
+
+
+def parse_net(section: Any, path: str) -> NetSpec:
+    """Check a net section (its role-prefixed keys included) and build each role's config."""
+    if not isinstance(section, dict):
+        raise SpecError(f"{path}: expected a mapping, got {section!r}")
+    for k, v in section.items():
+        role_key = k.split("_", 1)[1] if k.startswith(ROLE_PREFIXES) else None
+        if role_key is None:
+            continue
+        if role_key not in NET_ROLE_KEYS:
+            known = [*NetConfig.keys(), *(f"{r}{n}" for r in ROLE_PREFIXES for n in NET_ROLE_KEYS)]
+            raise SpecError(f"{path}.{k}: unknown key{did_you_mean(k, known)}")
+        if v is not None:  # checked under its own name, so a message names the key as written
+            check_value(v, hints(NetConfig)[role_key], NetConfig.keys()[role_key], f"{path}.{k}")
+    roles = {}
+    for role in (None, "actor", "critic"):
+        try:
+            roles[role or "base"] = parse(NetConfig, role_spec(section, role), path)
+        except SpecError as e:  # a role key's own check: name the key as the spec writes it
+            raise SpecError(_role_path(str(e), path, role, section)) from None
+    return NetSpec(**roles)
+
+
+def _role_path(message: str, path: str, role: str | None, section: dict[str, Any]) -> str:
+    if role is None:
+        return message
+    for k in NET_ROLE_KEYS:
+        if f"{role}_{k}" in section and message.startswith(f"{path}.{k}"):
+            return f"{path}.{role}_{k}" + message[len(f"{path}.{k}") :]
+    return message
+
+
+NET_TYPES = typing.get_args(hints(NetConfig)["type"])
+IMAGE_NETS = ("ConvNet", "DuelingConvNet")
+CELL_TYPES = typing.get_args(hints(NetConfig)["cell_type"])
 # names that are not activations among torch.nn's activation modules, plus the aliases we add
 ACTIVATION_ALIASES = ("linear", "identity", "leaky_relu")
 
@@ -114,23 +322,26 @@ def current_torch_names() -> dict[str, list[str]]:
     }
 
 
-def env_seq_len(agent_spec: dict[str, Any]) -> int | None:
+def check_torch_name(
+    name: str, kind: str, path: str, module: str, extra: tuple[str, ...] = ()
+) -> None:
+    """`name` is one of torch's `kind` (see torch_names) or of `extra`; else one line."""
+    options = [*torch_names()[kind], *extra]
+    if name not in options:
+        raise SpecError(f"{path}: {name!r} is not in {module}{did_you_mean(name, options)}")
+
+
+def env_seq_len(net: "NetSpec | None") -> int | None:
     """How many recent observations the env stacks per step: a RecurrentNet's `seq_len`, else None."""
-    net_spec = agent_spec.get("net") or {}
-    return net_spec.get("seq_len") if net_spec.get("type") == "RecurrentNet" else None
+    return net.base.seq_len if net is not None and net.base.type == "RecurrentNet" else None
 
 
 def check_net_input(
-    net_spec: dict[str, Any], obs_shape: tuple[int, ...], env_name: str = "the env"
+    net: NetConfig, obs_shape: tuple[int, ...], env_name: str = "the env"
 ) -> str | None:
     """An error message when the net type cannot take the env's (unstacked) observations, else None."""
-    net_type = net_spec.get("type")
-    if net_type in IMAGE_NETS and len(obs_shape) != 3:
-        return f"agent.net.type: {net_type} needs an image observation (C, H, W); {env_name} gives shape {tuple(obs_shape)}"
-    if net_type == "RecurrentNet":
-        seq_len = net_spec.get("seq_len")
-        if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
-            return f"agent.net.seq_len: RecurrentNet needs a positive int seq_len (how many recent observations it reads), got {seq_len!r}"
+    if net.type in IMAGE_NETS and len(obs_shape) != 3:
+        return f"agent.net.type: {net.type} needs an image observation (C, H, W); {env_name} gives shape {tuple(obs_shape)}"
     return None
 
 

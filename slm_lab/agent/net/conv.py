@@ -1,12 +1,11 @@
 """ConvNet: a Conv2d body over image observations (C, H, W), fc layers, then one head per output."""
 
-from typing import Any
-
 import torch
 from torch import nn
 
 from slm_lab.agent.net import net_util
 from slm_lab.agent.net.base import Net, hidden_layers
+from slm_lab.agent.net.config import DEFAULT_ACTIVATION, NetConfig
 
 PIXEL_MAX = 255.0
 
@@ -22,7 +21,7 @@ class ConvNet(Net):
 
     def __init__(
         self,
-        net_spec: dict[str, Any],
+        net: NetConfig,
         in_shape: tuple[int, ...],
         out_dims: list[int],
         head_gains: list[float | None] | None = None,
@@ -31,15 +30,15 @@ class ConvNet(Net):
         super().__init__()
         if len(in_shape) != 3:
             raise ValueError(f"ConvNet needs an image input (C, H, W), got shape {in_shape}")
-        activation = net_spec.get("hid_layers_activation", "relu")
-        self.normalize = bool(net_spec.get("normalize"))
+        activation = net.hid_layers_activation or DEFAULT_ACTIVATION
+        self.normalize = net.normalize
         convs: list[nn.Module] = []
         channels = in_shape[0]
-        for out_channels, kernel, stride, padding, dilation in net_spec["conv_hid_layers"]:
+        for out_channels, kernel, stride, padding, dilation in net.conv_hid_layers:
             conv = nn.Conv2d(channels, out_channels, kernel, stride, padding, dilation)
-            net_util.init_layer(conv, net_spec.get("init_fn"), activation)
+            net_util.init_layer(conv, net.init_fn, activation)
             convs.append(conv)
-            if net_spec.get("batch_norm"):
+            if net.batch_norm:
                 convs.append(nn.BatchNorm2d(out_channels))
             convs.append(net_util.get_activation(activation))
             channels = out_channels
@@ -47,9 +46,9 @@ class ConvNet(Net):
         conv_out = nn.Sequential(*convs).eval()  # eval: the dummy forward leaves BN stats alone
         with torch.no_grad():
             conv_dim = conv_out(torch.zeros(1, *in_shape)).shape[1]
-        fcs, last = hidden_layers(net_spec, conv_dim, net_spec.get("fc_hid_layers", []), norm=False)
+        fcs, last = hidden_layers(net, conv_dim, net.fc_hid_layers, norm=False)
         self.body = nn.Sequential(*convs, *fcs).train()
-        self.init_heads(net_spec, last, out_dims, head_gains, log_std_dim)
+        self.init_heads(net, last, out_dims, head_gains, log_std_dim)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         x = x.float()

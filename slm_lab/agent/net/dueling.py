@@ -1,10 +1,9 @@
 """Dueling Q-nets (Wang et al. 2016): Q(s, a) = V(s) + A(s, a) - mean_a A(s, a)."""
 
-from typing import Any
-
 import torch
 
 from slm_lab.agent.net.base import Net
+from slm_lab.agent.net.config import NetConfig
 from slm_lab.agent.net.conv import ConvNet
 from slm_lab.agent.net.mlp import MLPNet
 
@@ -18,7 +17,7 @@ class _Dueling(Net):
 
     def init_heads(
         self,
-        net_spec: dict[str, Any],
+        net: NetConfig,
         feat_dim: int,
         out_dims: list[int],
         head_gains: list[float | None] | None,
@@ -30,7 +29,7 @@ class _Dueling(Net):
                 f"log_std_dim 0, got out_dims {out_dims}, log_std_dim {log_std_dim}"
             )
         gain = head_gains[0] if head_gains else None
-        super().init_heads(net_spec, feat_dim, [1, out_dims[0]], [gain, gain], 0)
+        super().init_heads(net, feat_dim, [1, out_dims[0]], [gain, gain], 0)
 
     def value_advantage(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(V [B, 1], A [B, n_actions]) before the mean is subtracted."""

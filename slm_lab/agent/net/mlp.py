@@ -1,12 +1,12 @@
 """MLPNet: an MLP body with one linear head per output."""
 
 import math
-from typing import Any
 
 import torch
 from torch import nn
 
 from slm_lab.agent.net.base import Net, hidden_layers
+from slm_lab.agent.net.config import NetConfig
 
 
 class MLPNet(Net):
@@ -16,7 +16,7 @@ class MLPNet(Net):
 
     def __init__(
         self,
-        net_spec: dict[str, Any],
+        net: NetConfig,
         in_shape: tuple[int, ...],
         out_dims: list[int],
         head_gains: list[float | None] | None = None,
@@ -24,11 +24,9 @@ class MLPNet(Net):
     ) -> None:
         super().__init__()
         self.flatten = len(in_shape) > 1
-        layers, last = hidden_layers(
-            net_spec, math.prod(in_shape), net_spec.get("hid_layers", [64])
-        )
+        layers, last = hidden_layers(net, math.prod(in_shape), net.hid_layers)
         self.body = nn.Sequential(*layers)
-        self.init_heads(net_spec, last, out_dims, head_gains, log_std_dim)
+        self.init_heads(net, last, out_dims, head_gains, log_std_dim)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         if self.flatten:

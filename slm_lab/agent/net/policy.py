@@ -1,13 +1,11 @@
 """Actor and critic nets for policy-gradient algorithms, shared or separate, from a net spec."""
 
-from typing import Any
-
 import torch
 from torch import nn
 
 from slm_lab.agent.net.base import Net
+from slm_lab.agent.net.config import NetConfig, NetSpec
 from slm_lab.agent.net.registry import build_net
-from slm_lab.lib.util import role_spec
 
 
 class PolicyNets(nn.Module):
@@ -22,7 +20,7 @@ class PolicyNets(nn.Module):
 
     def __init__(
         self,
-        net_spec: dict[str, Any],
+        net: NetSpec,
         obs_shape: tuple[int, ...] | int,
         discrete: bool,
         action_dim: int,
@@ -30,15 +28,14 @@ class PolicyNets(nn.Module):
     ) -> None:
         super().__init__()
         in_shape = tuple(obs_shape)
-        self.actor_spec = role_spec(net_spec, "actor")
-        self.critic_spec = role_spec(net_spec, "critic")
+        self.actor_spec, self.critic_spec = net.actor, net.critic
         self.discrete = discrete
-        self.shared = bool(net_spec.get("shared")) and with_critic
+        self.shared = net.base.shared and with_critic
         self.with_critic = with_critic
-        state_independent_std = not discrete and self.actor_spec.get("log_std_init") is not None
+        state_independent_std = not discrete and self.actor_spec.log_std_init is not None
         pd_dims = [action_dim] if discrete or state_independent_std else [action_dim, action_dim]
-        actor_gain = self.actor_spec.get("init_std")
-        critic_gain = self.critic_spec.get("init_std")
+        actor_gain = self.actor_spec.init_std
+        critic_gain = self.critic_spec.init_std
         log_std_dim = action_dim if state_independent_std else 0
         if self.shared:
             self.net = build_net(
@@ -84,7 +81,7 @@ class PolicyNets(nn.Module):
         mean, log_std = self.pdparam(obs)
         return mean, log_std, self.value(obs)
 
-    def parts(self) -> list[tuple[nn.Module, dict[str, Any]]]:
+    def parts(self) -> list[tuple[nn.Module, NetConfig]]:
         """(net, its spec) pairs, for optimizers and gradient clipping."""
         if self.shared:
             return [(self.net, self.actor_spec)]

@@ -1,13 +1,12 @@
 """RecurrentNet: an RNN/LSTM/GRU over a sequence of the last `seq_len` observations."""
 
 import math
-from typing import Any
 
 import torch
 from torch import nn
 
 from slm_lab.agent.net.base import Net, hidden_layers
-from slm_lab.agent.net.config import CELL_TYPES
+from slm_lab.agent.net.config import NetConfig
 
 
 class RecurrentNet(Net):
@@ -24,7 +23,7 @@ class RecurrentNet(Net):
 
     def __init__(
         self,
-        net_spec: dict[str, Any],
+        net: NetConfig,
         in_shape: tuple[int, ...],
         out_dims: list[int],
         head_gains: list[float | None] | None = None,
@@ -35,25 +34,21 @@ class RecurrentNet(Net):
             raise ValueError(
                 f"RecurrentNet needs a sequence input (seq_len, *obs_shape), got shape {in_shape}"
             )
-        cell_type = net_spec.get("cell_type", "GRU")
-        if cell_type not in CELL_TYPES:
-            raise ValueError(f"cell_type: {cell_type!r} is not one of {', '.join(CELL_TYPES)}")
+        cell_type = net.cell_type
         self.flatten = len(in_shape) > 2
-        fcs, last = hidden_layers(
-            net_spec, math.prod(in_shape[1:]), net_spec.get("fc_hid_layers", []), norm=False
-        )
+        fcs, last = hidden_layers(net, math.prod(in_shape[1:]), net.fc_hid_layers, norm=False)
         self.fc = nn.Sequential(*fcs)
-        self.hidden_size = int(net_spec["rnn_hidden_size"])
-        self.bidirectional = bool(net_spec.get("bidirectional"))
+        self.hidden_size = net.rnn_hidden_size
+        self.bidirectional = net.bidirectional
         self.rnn = getattr(nn, cell_type)(
             input_size=last,
             hidden_size=self.hidden_size,
-            num_layers=int(net_spec.get("rnn_num_layers", 1)),
+            num_layers=net.rnn_num_layers,
             batch_first=True,
             bidirectional=self.bidirectional,
         )
         feat_dim = self.hidden_size * (2 if self.bidirectional else 1)
-        self.init_heads(net_spec, feat_dim, out_dims, head_gains, log_std_dim)
+        self.init_heads(net, feat_dim, out_dims, head_gains, log_std_dim)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         if self.flatten:

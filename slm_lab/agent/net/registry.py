@@ -1,8 +1,7 @@
 """Net types by spec name, and `build_net`."""
 
-from typing import Any
-
 from slm_lab.agent.net.base import Net
+from slm_lab.agent.net.config import NetConfig
 from slm_lab.agent.net.conv import ConvNet
 from slm_lab.agent.net.dueling import DuelingConvNet, DuelingMLPNet
 from slm_lab.agent.net.mlp import MLPNet
@@ -20,11 +19,11 @@ NETS: dict[str, type[Net]] = {
 
 
 def build_net(
-    net_spec: dict[str, Any],
+    net: NetConfig,
     in_shape: tuple[int, ...],
     out_dims: list[int],
     head_gains: list[float | None] | None = None,
     log_std_dim: int = 0,
 ) -> Net:
-    """The net named by `net_spec["type"]`, for inputs of shape `in_shape` (no batch dim)."""
-    return NETS[net_spec["type"]](net_spec, in_shape, out_dims, head_gains, log_std_dim)
+    """The net named by `net.type`, for inputs of shape `in_shape` (no batch dim)."""
+    return NETS[net.type](net, in_shape, out_dims, head_gains, log_std_dim)

@@ -31,15 +31,16 @@ from torch.nn.utils import parametrize
 
 from slm_lab.agent.net import arc_layers, net_util
 from slm_lab.agent.net.base import Net
+from slm_lab.agent.net.config import NetConfig
 from slm_lab.agent.net.conv import PIXEL_MAX
 
 
-def build_body(net_spec: dict[str, Any]) -> nn.Module:
+def build_body(net: NetConfig) -> nn.Module:
     """torcharc's GraphModule from `arc` (a spec dict) or `arc_file` (a path to a YAML spec)."""
     import torcharc  # imported when used: it brings pydantic, which other nets do not need
 
     arc_layers.register()
-    arc = net_spec.get("arc") or net_spec.get("arc_file")
+    arc = net.arc or net.arc_file
     if arc is None:
         raise ValueError("arc: TorchArcNet needs an `arc` graph (or an `arc_file` path)")
     return torcharc.build(arc if isinstance(arc, dict) else str(arc))
@@ -57,28 +58,28 @@ def body_features(out: Any) -> torch.Tensor:
 class TorchArcNet(Net):
     def __init__(
         self,
-        net_spec: dict[str, Any],
+        net: NetConfig,
         in_shape: tuple[int, ...],
         out_dims: list[int],
         head_gains: list[float | None] | None = None,
         log_std_dim: int = 0,
     ) -> None:
         super().__init__()
-        self.normalize = bool(net_spec.get("normalize"))
-        self.body = build_body(net_spec)
+        self.normalize = net.normalize
+        self.body = build_body(net)
         was_training = self.body.training
         self.body.eval()  # the probe forward leaves batch-norm statistics alone
         with torch.no_grad():
             feat_dim = self.features(torch.zeros(1, *in_shape)).shape[1]
         self.body.train(was_training)
-        init_fn = net_spec.get("init_fn")
-        activation = net_spec.get("hid_layers_activation")
+        init_fn = net.init_fn
+        activation = net.hid_layers_activation
         for module in self.body.modules():
             if isinstance(
                 module, nn.Linear | nn.Conv1d | nn.Conv2d | nn.Conv3d
             ) and not parametrize.is_parametrized(module):  # weight-normed: g and v stay as built
                 net_util.init_layer(module, init_fn, activation)
-        self.init_heads(net_spec, feat_dim, out_dims, head_gains, log_std_dim)
+        self.init_heads(net, feat_dim, out_dims, head_gains, log_std_dim)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return body_features(self.body(x))
@@ -88,13 +89,13 @@ class TorchArcNet(Net):
         return self.features(x / PIXEL_MAX if self.normalize else x)
 
 
-def check_arc(net_spec: dict[str, Any], in_shape: tuple[int, ...], path: str) -> str | None:
+def check_arc(net: NetConfig, in_shape: tuple[int, ...], path: str) -> str | None:
     """Build the torcharc body one net's spec names and run it on a zero input of `in_shape`;
     the failure as a one-line message about `path` (e.g. agent.net.critic_arc), else None."""
-    if not (net_spec.get("arc") or net_spec.get("arc_file")):
+    if not (net.arc or net.arc_file):
         return f"{path}: TorchArcNet needs an `arc` graph (a torcharc spec) or an `arc_file` path"
     try:
-        body = build_body(net_spec)
+        body = build_body(net)
         with torch.no_grad():
             body_features(body.eval()(torch.zeros(1, *in_shape)))
     except Exception as e:  # torcharc raises pydantic, torch and file errors alike

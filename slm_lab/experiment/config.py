@@ -1,0 +1,45 @@
+"""The `meta` section of a spec (how a run is organized), torch-free."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from slm_lab.lib.config import Config, SpecError, key
+
+DEFAULT_LOG_FREQUENCY = 10000
+NOT_YET = "is not available yet in this release"
+
+
+@dataclass(frozen=True)
+class MetaConfig(Config):
+    DEPRECATED = {
+        "num_gpus": "agent.net.gpu",
+        "resume": "the train@<run folder> mode",
+        "training_eval": "meta.eval_frequency",
+    }
+
+    distributed: bool | str | None = key(
+        False, "false; shared/synced (Hogwild workers sharing global nets) are not available yet"
+    )
+    log_frequency: int = key(
+        DEFAULT_LOG_FREQUENCY, "frames between checkpoints (a metrics row, graphs, files)", gt=0
+    )
+    eval_frequency: int | None = key(None, "frames between evaluations", gt=0)
+    rigorous_eval: int | None = key(None, "episodes per evaluation", ge=0)
+    max_session: int = key(1, "sessions (seeds) of a trial, run in parallel", gt=0)
+    max_trial: int = key(1, "trials of a search", gt=0)
+    search_resources: dict[str, Any] | None = key(None, "{cpu, gpu} per search trial")
+    search_scheduler: dict[str, Any] | None = key(
+        None, "{grace_period, reduction_factor}: ASHA early stopping in a search"
+    )
+    random_seed: int | None = key(None, "the run's seed (null: drawn and recorded)", ge=0)
+    num_threads: int = key(1, "torch threads per session process", gt=0)
+
+    def check(self, path: str) -> None:
+        if self.distributed in ("shared", "synced"):
+            raise SpecError(
+                f"{path}.distributed: {self.distributed!r} (Hogwild training) {NOT_YET}; use false"
+            )
+        if self.distributed not in (False, None, "false"):
+            raise SpecError(
+                f"{path}.distributed: must be false, shared or synced, got {self.distributed!r}"
+            )

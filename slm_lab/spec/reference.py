@@ -1,0 +1,130 @@
+"""The spec key reference (docs/SPEC.md), written from the components' declared configs.
+
+`python -m slm_lab.spec.reference > docs/SPEC.md` regenerates it; a test checks the committed
+file is what the declarations say.
+"""
+
+from dataclasses import fields
+
+from slm_lab.agent.algorithm.config import ALGORITHM_CONFIGS
+from slm_lab.agent.memory.config import MEMORY_CONFIGS, SILMemoryConfig
+from slm_lab.agent.net.config import (
+    NET_ROLE_KEYS,
+    LossSpec,
+    LRSchedulerSpec,
+    NetConfig,
+    OptimSpec,
+)
+from slm_lab.env.config import EnvConfig
+from slm_lab.experiment.config import MetaConfig
+from slm_lab.lib.config import Config, default_text, hints, info, type_name
+from slm_lab.lib.schedule import ScheduleConfig
+
+HEADER = """# Spec reference
+
+Every key a spec can hold, by section: its type, its default (`required` when it has none) and
+what it does. This page is generated from the declarations in the code
+(`python -m slm_lab.spec.reference > docs/SPEC.md`); a test keeps the two in step. A key set to
+`null` takes its default. `slm-lab check SPEC_FILE` validates a spec against all of this
+without running it.
+"""
+
+
+def table(cls: type[Config], readers_of: dict[str, str] | None = None) -> list[str]:
+    """A markdown table of a config's keys (with a column of readers when given)."""
+    cols = ["key", "type", "default", "meaning"] + (["read by"] if readers_of else [])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for name, f in cls.keys().items():
+        row = [f"`{name}`", type_name(hints(cls)[name]), f"`{default_text(f)}`", info(f).doc]
+        if readers_of:
+            row.append(readers_of[name])
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    if cls.EXTRA is not None:
+        extra = next(f for f in fields(cls) if f.name == cls.EXTRA)
+        lines.append(f"\nAny other key: {info(extra).doc}.")
+    if cls.DEPRECATED:
+        keys = ", ".join(f"`{k}`" for k in cls.DEPRECATED)
+        lines.append(
+            f"\nAccepted with a warning and ignored (SLM Lab v5 keys it never read): {keys}."
+        )
+    return lines
+
+
+def algorithm_section() -> list[str]:
+    """One row per declaration of a key: a key that algorithms declare differently (e.g.
+    training_frequency, steps for on-policy and frames for off-policy) has one row each."""
+    rows: dict[tuple[str, str, str, str], list[str]] = {}
+    for algo, cls in ALGORITHM_CONFIGS.items():
+        for name, f in cls.keys().items():
+            declared = (name, type_name(hints(cls)[name]), default_text(f), info(f).doc)
+            rows.setdefault(declared, []).append(algo)
+    lines = ["| key | type | default | meaning | read by |", "|---|---|---|---|---|"]
+    for (name, tp, default, doc), algos in rows.items():
+        who = "all" if len(algos) == len(ALGORITHM_CONFIGS) else ", ".join(algos)
+        row = [f"`{name}`", tp, f"`{default}`", doc, who]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    return lines
+
+
+def render() -> str:
+    out = [HEADER]
+    out += [
+        "## agent.algorithm",
+        "",
+        f"`name` is one of: {', '.join(f'`{n}`' for n in ALGORITHM_CONFIGS)}. A key that another "
+        "algorithm reads but this one does not is accepted with a warning that names its readers.",
+        "",
+        *algorithm_section(),
+        "",
+        "### Schedules (`explore_var_spec`, `entropy_coef_spec`, `clip_eps_spec`)",
+        "",
+        "Steps are frames; in evaluation a schedule gives its `end_val`.",
+        "",
+        *table(ScheduleConfig),
+        "",
+        "## agent.memory",
+        "",
+    ]
+    for name, cls in MEMORY_CONFIGS.items():
+        out += [f"### {name}", "", *table(cls), ""]
+    out += [
+        "### SIL and PPOSIL",
+        "",
+        "The on-policy memory's section also holds the self-imitation replay's keys:",
+        "",
+        *table(SILMemoryConfig),
+        "",
+        "## agent.net (and agent.critic_net)",
+        "",
+        "`critic_net` (SoftActorCritic, CrossQ) gives the critics their own net section. "
+        "These keys may also carry an `actor_` or `critic_` prefix to set them for one of the "
+        f"two nets: {', '.join(f'`{k}`' for k in NET_ROLE_KEYS)}.",
+        "",
+        *table(NetConfig),
+        "",
+        "### optim_spec",
+        "",
+        *table(OptimSpec),
+        "",
+        "### lr_scheduler_spec",
+        "",
+        *table(LRSchedulerSpec),
+        "",
+        "### loss_spec",
+        "",
+        *table(LossSpec),
+        "",
+        "## env",
+        "",
+        *table(EnvConfig),
+        "",
+        "## meta",
+        "",
+        *table(MetaConfig),
+        "",
+    ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(render(), end="")
