@@ -24,6 +24,7 @@ from slm_lab.agent.algorithm.config import (
     ADVANTAGE_NORMALIZERS,
     ALGORITHM_CONFIGS,
     DISCRETE_PDTYPES,
+    FAMILY_KEYS,
     NOT_YET_FLAGS,
     AlgorithmConfig,
     PolicyGradientConfig,
@@ -541,6 +542,7 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
         raise SpecError(
             f"agent.algorithm.normalize_advantages: {scaler!r} is not one of {', '.join(ADVANTAGE_NORMALIZERS)}{did_you_mean(scaler, ADVANTAGE_NORMALIZERS)}"
         )
+    _check_family_keys(algo, config)
     pdtype = algo.get("action_pdtype") or "default"
     if pdtype not in ACTION_PDTYPES:
         raise SpecError(
@@ -587,6 +589,19 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> None:
     if max_size is not None and batch_size is not None and batch_size > max_size:
         raise SpecError(
             f"agent.memory.batch_size: must be <= max_size ({max_size}), got {batch_size!r}"
+        )
+
+
+def _check_family_keys(algo: dict[str, Any], config: type[AlgorithmConfig]) -> None:
+    """Keys one algorithm family reads: set only for it, and consistent with its other keys."""
+    for key, family in FAMILY_KEYS.items():
+        if algo.get(key) is not None and not issubclass(config, family):
+            readers = [n for n, c in ALGORITHM_CONFIGS.items() if issubclass(c, family)]
+            raise SpecError(f"agent.algorithm.{key}: read only by {' and '.join(readers)}")
+    scaler = algo.get("normalize_advantages")
+    if scaler is not None and algo.get("normalize_advs") is False:
+        raise SpecError(
+            f"agent.algorithm.normalize_advantages: {scaler!r} contradicts normalize_advs false (advantages used as computed); remove one"
         )
 
 

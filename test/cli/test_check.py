@@ -181,6 +181,61 @@ def test_bad_advantage_normalizer(in_tmp: Path) -> None:
     assert code == 2 and "is not one of standardize, percentile; did you mean percentile?" in err[0]
 
 
+@pytest.mark.parametrize(
+    ("algo", "changes", "line"),
+    [
+        (
+            "a2c_gae",
+            {"agent.algorithm.normalize_advantages": "percentile"},
+            "agent.algorithm.normalize_advantages: read only by PPO and PPOSIL",
+        ),
+        (
+            "crossq",
+            {"agent.algorithm.normalize_advantages": "standardize"},
+            "agent.algorithm.normalize_advantages: read only by PPO and PPOSIL",
+        ),
+        (
+            "ppo",
+            {
+                "agent.algorithm.normalize_advs": False,
+                "agent.algorithm.normalize_advantages": "percentile",
+            },
+            "agent.algorithm.normalize_advantages: 'percentile' contradicts normalize_advs false (advantages used as computed); remove one",
+        ),
+    ],
+)
+def test_v5_algorithm_keys_out_of_place_are_one_line(
+    algo: str, changes: dict[str, Any], line: str, in_tmp: Path
+) -> None:
+    spec = crossq_spec() if algo == "crossq" else make_spec(algo)
+    for path, value in changes.items():
+        set_path(spec, path, value)
+    code, out, err = check(in_tmp, {"v5": spec})
+    assert (code, out, err) == (2, [], [f"error: v5: {line}"])
+
+
+@pytest.mark.parametrize(
+    ("algo", "changes"),
+    [
+        ("ppo_sil", {"agent.algorithm.normalize_advantages": "percentile"}),
+        (
+            "ppo",
+            {
+                "agent.algorithm.normalize_advs": True,
+                "agent.algorithm.normalize_advantages": "percentile",
+            },
+        ),
+    ],
+)
+def test_v5_algorithm_keys_in_place_are_ok(
+    algo: str, changes: dict[str, Any], in_tmp: Path
+) -> None:
+    spec = crossq_spec() if algo == "crossq" else make_spec(algo)
+    for path, value in changes.items():
+        set_path(spec, path, value)
+    assert check(in_tmp, {"v5": spec}) == (0, ["ok: v5"], [])
+
+
 def template_spec() -> dict[str, Any]:
     spec = make_spec("ppo")
     spec["env"]["name"] = "${env}"

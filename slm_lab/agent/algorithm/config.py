@@ -143,3 +143,8 @@ ALGORITHM_CONFIGS: dict[str, type[AlgorithmConfig]] = {
     "SIL": SILConfig,
     "PPOSIL": PPOSILConfig,
 }
+
+# keys of agent.algorithm that only one family reads: {key: the family's config class}
+FAMILY_KEYS: dict[str, type[AlgorithmConfig]] = {
+    "normalize_advantages": PPOConfig,
+}
