@@ -25,6 +25,8 @@ from slm_lab.agent.algorithm.config import (
     ALGORITHM_CONFIGS,
     DISCRETE_PDTYPES,
     FAMILY_KEYS,
+    LOG_ALPHA_MAX,
+    LOG_ALPHA_MIN,
     NOT_YET_FLAGS,
     AlgorithmConfig,
     PolicyGradientConfig,
@@ -598,6 +600,20 @@ def _check_family_keys(algo: dict[str, Any], config: type[AlgorithmConfig]) -> N
         if algo.get(key) is not None and not issubclass(config, family):
             readers = [n for n, c in ALGORITHM_CONFIGS.items() if issubclass(c, family)]
             raise SpecError(f"agent.algorithm.{key}: read only by {' and '.join(readers)}")
+    bounds = [k for k in ("log_alpha_min", "log_alpha_max") if algo.get(k) is not None]
+    if bounds and algo.get("fixed_alpha") is not None:
+        raise SpecError(
+            f"agent.algorithm.{bounds[0]}: bounds the tuned alpha, and fixed_alpha {algo['fixed_alpha']!r} turns the tuning off; remove one"
+        )
+    log_alpha_min, log_alpha_max = algo.get("log_alpha_min"), algo.get("log_alpha_max")
+    low = LOG_ALPHA_MIN if log_alpha_min is None else log_alpha_min
+    high = LOG_ALPHA_MAX if log_alpha_max is None else log_alpha_max
+    if low > high:  # named after the key the spec sets, against the other's value
+        raise SpecError(
+            f"agent.algorithm.log_alpha_max: must be >= log_alpha_min ({low!r}, the default), got {high!r}"
+            if log_alpha_min is None
+            else f"agent.algorithm.log_alpha_min: must be <= log_alpha_max ({high!r}{'' if log_alpha_max is not None else ', the default'}), got {low!r}"
+        )
     scaler = algo.get("normalize_advantages")
     if scaler is not None and algo.get("normalize_advs") is False:
         raise SpecError(

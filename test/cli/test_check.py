@@ -185,6 +185,16 @@ def test_bad_advantage_normalizer(in_tmp: Path) -> None:
     ("algo", "changes", "line"),
     [
         (
+            "ppo",
+            {"agent.algorithm.log_alpha_max": 1.0},
+            "agent.algorithm.log_alpha_max: read only by SoftActorCritic and CrossQ",
+        ),
+        (
+            "a2c_gae",
+            {"agent.algorithm.log_alpha_min": -5.0},
+            "agent.algorithm.log_alpha_min: read only by SoftActorCritic and CrossQ",
+        ),
+        (
             "a2c_gae",
             {"agent.algorithm.normalize_advantages": "percentile"},
             "agent.algorithm.normalize_advantages: read only by PPO and PPOSIL",
@@ -193,6 +203,26 @@ def test_bad_advantage_normalizer(in_tmp: Path) -> None:
             "crossq",
             {"agent.algorithm.normalize_advantages": "standardize"},
             "agent.algorithm.normalize_advantages: read only by PPO and PPOSIL",
+        ),
+        (
+            "crossq",
+            {"agent.algorithm.log_alpha_min": 1.5, "agent.algorithm.log_alpha_max": 0.5},
+            "agent.algorithm.log_alpha_min: must be <= log_alpha_max (0.5), got 1.5",
+        ),
+        (
+            "crossq",
+            {"agent.algorithm.log_alpha_min": 3.0, "agent.algorithm.log_alpha_max": None},
+            "agent.algorithm.log_alpha_min: must be <= log_alpha_max (2.0, the default), got 3.0",
+        ),
+        (
+            "crossq",
+            {"agent.algorithm.log_alpha_max": -6.0},
+            "agent.algorithm.log_alpha_max: must be >= log_alpha_min (-5.0, the default), got -6.0",
+        ),
+        (
+            "crossq",
+            {"agent.algorithm.fixed_alpha": 0.2},
+            "agent.algorithm.log_alpha_max: bounds the tuned alpha, and fixed_alpha 0.2 turns the tuning off; remove one",
         ),
         (
             "ppo",
@@ -225,6 +255,7 @@ def test_v5_algorithm_keys_out_of_place_are_one_line(
                 "agent.algorithm.normalize_advantages": "percentile",
             },
         ),
+        ("crossq", {"agent.algorithm.log_alpha_min": 0.5, "agent.algorithm.log_alpha_max": 0.5}),
     ],
 )
 def test_v5_algorithm_keys_in_place_are_ok(

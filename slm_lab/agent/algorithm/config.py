@@ -50,6 +50,9 @@ ALGORITHM: dict[str, str] = {
     "symlog": "bool?",
 }
 ADVANTAGE_NORMALIZERS = ("standardize", "percentile")
+# SLM Lab v5's default bounds of log(alpha): alpha in [e^-5, e^2] ~ [0.0067, 7.39]
+LOG_ALPHA_MIN = -5.0
+LOG_ALPHA_MAX = 2.0
 NOT_YET_FLAGS = {  # key: the feature it would turn on
     "spectral_norm": "spectral normalization of the critic",
     "symlog": "symlog value compression",
@@ -146,5 +149,7 @@ ALGORITHM_CONFIGS: dict[str, type[AlgorithmConfig]] = {
 
 # keys of agent.algorithm that only one family reads: {key: the family's config class}
 FAMILY_KEYS: dict[str, type[AlgorithmConfig]] = {
+    "log_alpha_min": SoftActorCriticConfig,
+    "log_alpha_max": SoftActorCriticConfig,
     "normalize_advantages": PPOConfig,
 }
