@@ -11,6 +11,9 @@ Conventions shared by every function here:
 
 import torch
 
+PERCENTILE_SCALE_QUANTILES = (0.05, 0.95)  # DreamerV3's low and high percentiles
+PERCENTILE_SCALE_MIN = 1.0  # the divisor's floor: a spread under 1 is left as it is
+
 
 def calc_returns(
     rewards: torch.Tensor, dones: torch.Tensor, gamma: float, bootstrap: float = 0.0
@@ -121,3 +124,29 @@ class RunningMeanStd:
 
     def load_state_dict(self, state: dict[str, float]) -> None:
         self.mean, self.var, self.count = state["mean"], state["var"], state["count"]
+
+
+class PercentileScale:
+    """DreamerV3's return scale (Hafner et al. 2023), applied to advantages:
+      P5 <- decay * P5 + (1 - decay) * quantile(x, 0.05)   (both EMAs start at 0, as DreamerV3's)
+      P95 <- decay * P95 + (1 - decay) * quantile(x, 0.95)
+      x / max(1, P95 - P5)   (not centered: only a spread wider than 1 is scaled down)
+    The EMAs stay on x's device, so an update costs no host sync."""
+
+    def __init__(self, decay: float, device: torch.device) -> None:
+        self.decay = decay
+        self.quantiles = torch.tensor(PERCENTILE_SCALE_QUANTILES, device=device)
+        self.percentiles = torch.zeros(len(PERCENTILE_SCALE_QUANTILES), device=device)  # P5, P95
+
+    def update(self, x: torch.Tensor) -> None:
+        self.percentiles.lerp_(torch.quantile(x, self.quantiles), 1.0 - self.decay)
+
+    def scale(self, x: torch.Tensor) -> torch.Tensor:
+        low, high = self.percentiles
+        return x / (high - low).clamp(min=PERCENTILE_SCALE_MIN)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"percentiles": self.percentiles.clone()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.percentiles.copy_(state["percentiles"])

@@ -1,19 +1,36 @@
-"""PPO's minibatches (the leftover merged into the last one) and its advantage normalization."""
+"""PPO's minibatches (the leftover merged into the last one), its advantage normalization
+(standardized or DreamerV3's percentile scale, whose state resumes) and a percentile run through
+the CLI."""
 
+import contextlib
+import copy
+import math
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
-from conftest import make_algorithm, make_spec
+from conftest import (
+    TIMING_COLUMNS,
+    invoke,
+    make_algorithm,
+    make_spec,
+    read_session_df,
+    run_dirs,
+    write_spec_file,
+)
 
+from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.agent.algorithm.ppo import PPO, minibatch_idxs
+from slm_lab.experiment import control
 
 NO_ENTROPY = {"name": "no_decay", "start_val": 0.0, "end_val": 0.0, "start_step": 0, "end_step": 0}
 
 
-def build(num_envs: int, **algorithm: Any) -> PPO:
-    spec = make_spec("ppo", num_envs=num_envs)
+def build(num_envs: int, algo: str = "ppo", **algorithm: Any) -> PPO:
+    spec = make_spec(algo, num_envs=num_envs)
     spec["agent"]["algorithm"].update(algorithm)
     return make_algorithm(spec)
 
@@ -110,3 +127,93 @@ def test_normalize_advs(normalize_advs: bool | None) -> None:
         assert loss == pytest.approx(-advs.mean().item(), rel=1e-5)
     else:  # the default, as SLM Lab v5's PPO: per-minibatch normalization
         assert loss == pytest.approx(0.0, abs=1e-5)
+
+
+PRIMED_PERCENTILES = (-2.0, 3.0)  # P5 and P95 before the step: a scale above 1 after it
+
+
+def test_percentile_advantages_in_the_loss() -> None:
+    """As test_normalize_advs (loss = -mean(A) at the first step), with the percentile scale
+    primed: after the minibatch's update, A is divided by P95 - P5, not centered."""
+    algo = build(
+        num_envs=2,
+        time_horizon=16,
+        minibatch_size=32,
+        training_epoch=1,
+        val_loss_coef=0.0,
+        entropy_coef_spec=NO_ENTROPY,
+        normalize_advantages="percentile",
+    )
+    fill(algo)
+    batch = algo.memory.sample(algo.device)
+    algo.memory.sample = lambda device: batch
+    T, N = batch.rewards.shape
+    with torch.no_grad():
+        values = algo.nets.value(flat(batch.obs).float()).view(T, N)
+        advs, _ = algo.calc_advs_v_targets(batch, values)
+    algo.adv_scale.percentiles.copy_(torch.tensor(PRIMED_PERCENTILES))
+    p5, p95 = torch.quantile(flat(advs), torch.tensor([0.05, 0.95])).tolist()
+    low = 0.99 * PRIMED_PERCENTILES[0] + 0.01 * p5
+    high = 0.99 * PRIMED_PERCENTILES[1] + 0.01 * p95
+    assert high - low > 1.0
+    loss = algo.train()
+    assert loss == pytest.approx(-advs.mean().item() / (high - low), rel=1e-5)
+    assert algo.adv_scale.percentiles.tolist() == pytest.approx([low, high], rel=1e-6)
+
+
+@pytest.mark.parametrize("algo_name", ["ppo", "ppo_sil"])
+def test_percentile_scale_is_saved_state(algo_name: str) -> None:
+    a = build(num_envs=2, algo=algo_name, normalize_advantages="percentile")
+    fill(a)
+    a.train()
+    state = copy.deepcopy(a.state_dict())
+    b = build(num_envs=2, algo=algo_name, normalize_advantages="percentile")
+    b.load_state_dict(state)
+    assert not torch.equal(a.adv_scale.percentiles, torch.zeros(2))
+    assert torch.equal(b.adv_scale.percentiles, a.adv_scale.percentiles)
+
+
+def test_standardized_advantages_keep_the_saved_state_as_it_was() -> None:
+    assert build(num_envs=2).state_dict()["extra"].keys() == {"v_rms"}
+
+
+PERCENTILE_RUN = "ppo_percentile"
+PERCENTILE_FRAMES = 600
+STOP_FRAME = 350  # after the checkpoint at 300, in the middle of a 64-frame batch
+
+
+class Interrupted(BaseException):
+    """Stands in for a kill: the session stops between two steps, uncaught."""
+
+
+def test_percentile_run_finishes_and_resumes_to_the_same_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_spec("ppo", max_frame=PERCENTILE_FRAMES, random_seed=7)
+    spec["agent"]["algorithm"]["normalize_advantages"] = "percentile"
+    spec_file = write_spec_file(tmp_path / "spec.json", {PERCENTILE_RUN: spec})
+    update = Algorithm.update  # every algorithm's update reaches it
+
+    def update_until_killed(self: Algorithm, *args: object) -> None:
+        if self.clock.frame >= STOP_FRAME:
+            raise Interrupted
+        update(self, *args)
+
+    with contextlib.chdir(tmp_path):
+        result = invoke(["run", str(spec_file), PERCENTILE_RUN, "dev"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        [dir_a] = run_dirs(Path("data"))
+        with monkeypatch.context() as m, pytest.raises(Interrupted):
+            m.setattr(Algorithm, "update", update_until_killed)
+            m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
+            invoke(["run", str(spec_file), PERCENTILE_RUN, "dev"])
+        [dir_b] = set(run_dirs(Path("data"))) - {dir_a}
+        result = invoke(["run", str(spec_file), PERCENTILE_RUN, f"train@{dir_b}"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        df_a, df_b = read_session_df(dir_a), read_session_df(dir_b)
+    assert df_a["frame"].tolist() == list(range(100, PERCENTILE_FRAMES + 1, 100))
+    assert df_a["opt_step"].tolist() == [4, 12, 16, 24, 28, 36]  # 4 minibatches per 64 frames
+    assert all(math.isfinite(x) for x in df_a["loss"])
+    pd.testing.assert_frame_equal(
+        df_a.drop(columns=TIMING_COLUMNS), df_b.drop(columns=TIMING_COLUMNS)
+    )

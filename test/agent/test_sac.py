@@ -208,6 +208,55 @@ def test_discrete_target_entropy_auto_and_fixed_alpha() -> None:
     assert build(sac_spec()).target_entropy == -1.0  # Pendulum: -action_dim
 
 
+# -- the temperature's bounds ---------------------------------------------------------------------
+ENTROPY = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))  # H(pi) of the hand-built actor, 0.562
+ALPHA_LR = 1e-3  # SMALL_NET's actor lr, which the temperature's Adam takes
+
+
+@pytest.mark.parametrize("algo_name", ["SoftActorCritic", "CrossQ"])
+@pytest.mark.parametrize(
+    ("target_entropy", "bound", "direction"),
+    [
+        (0.6, {"log_alpha_max": 0.0}, 1),  # H < target: the step raises log_alpha
+        (0.3, {"log_alpha_min": 0.0}, -1),  # H > target: the step lowers log_alpha
+        (0.6, {}, 1),  # default bounds [-5, 2]: the step goes through
+        (0.3, {}, -1),
+    ],
+)
+def test_log_alpha_is_clamped_after_the_temperature_step(
+    algo_name: str, target_entropy: float, bound: dict[str, float], direction: int
+) -> None:
+    """log_alpha starts at 0; Adam's first step moves it by its lr, in the direction that brings
+    H(pi) to the target, unless a bound at 0 holds it there."""
+    spec = sac_spec(algo_name, env="CartPole-v1", target_entropy=target_entropy, **bound)
+    spec["agent"]["algorithm"]["policy_delay"] = (
+        1  # the temperature steps with the first critic step
+    )
+    spec["agent"]["net"]["hid_layers"] = []
+    algo = build(spec)
+    constant_net(algo.actor, [0.0, math.log(3.0)])  # pi = [0.25, 0.75] for every observation
+    fill(algo)
+    assert algo.log_alpha.value.item() == 0.0
+    algo.train_batch(algo.memory.sample(algo.device))
+    assert algo.entropy == pytest.approx(ENTROPY, abs=1e-6)
+    expected = 0.0 if bound else direction * ALPHA_LR
+    assert algo.log_alpha.value.item() == pytest.approx(expected, abs=1e-7)
+
+
+def test_log_alpha_starts_within_its_bounds() -> None:
+    algo = build(sac_spec(log_alpha_min=-2.0, log_alpha_max=-1.0))
+    assert (algo.log_alpha_min, algo.log_alpha_max) == (-2.0, -1.0)
+    assert algo.log_alpha.value.item() == -1.0  # alpha 1 (log 0) is above the ceiling
+
+
+def test_fixed_alpha_is_not_clamped() -> None:
+    fixed_alpha = 0.001  # below the default floor e^-5 ~ 0.0067
+    algo = build(sac_spec(env="CartPole-v1", fixed_alpha=fixed_alpha))
+    fill(algo)
+    algo.train_batch(algo.memory.sample(algo.device))
+    assert algo.alpha.item() == pytest.approx(fixed_alpha)
+
+
 # -- target nets, policy delay, priorities -------------------------------------------------------
 def test_polyak_and_replace_target_updates() -> None:
     algo = build(sac_spec())

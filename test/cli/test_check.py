@@ -187,6 +187,93 @@ def test_bad_advantage_normalizer(in_tmp: Path) -> None:
     assert code == 2 and "is not one of standardize, percentile; did you mean percentile?" in err[0]
 
 
+@pytest.mark.parametrize(
+    ("algo", "changes", "line"),
+    [
+        (
+            "crossq",
+            {"agent.algorithm.log_alpha_min": 1.5, "agent.algorithm.log_alpha_max": 0.5},
+            "agent.algorithm.log_alpha_min: must be <= log_alpha_max (0.5), got 1.5",
+        ),
+        (
+            "crossq",
+            {"agent.algorithm.log_alpha_min": 3.0, "agent.algorithm.log_alpha_max": None},
+            "agent.algorithm.log_alpha_min: must be <= log_alpha_max (2.0, the default), got 3.0",
+        ),
+        (
+            "crossq",
+            {"agent.algorithm.log_alpha_max": -6.0},
+            "agent.algorithm.log_alpha_max: must be >= log_alpha_min (-5.0, the default), got -6.0",
+        ),
+        (
+            "crossq",
+            {"agent.algorithm.fixed_alpha": 0.2},
+            "agent.algorithm.log_alpha_max: bounds the tuned alpha, and fixed_alpha 0.2 turns the tuning off; remove one",
+        ),
+        (
+            "ppo",
+            {
+                "agent.algorithm.normalize_advs": False,
+                "agent.algorithm.normalize_advantages": "percentile",
+            },
+            "agent.algorithm.normalize_advantages: 'percentile' contradicts normalize_advs false (advantages used as computed); remove one",
+        ),
+    ],
+)
+def test_v5_algorithm_keys_out_of_place_are_one_line(
+    algo: str, changes: dict[str, Any], line: str, in_tmp: Path
+) -> None:
+    spec = crossq_spec() if algo == "crossq" else make_spec(algo)
+    for path, value in changes.items():
+        set_path(spec, path, value)
+    code, out, err = check(in_tmp, {"v5": spec})
+    assert (code, out, err) == (2, [], [f"error: v5: {line}"])
+
+
+@pytest.mark.parametrize(
+    ("algo", "path", "value", "readers"),
+    [
+        ("ppo", "agent.algorithm.log_alpha_max", 1.0, "SoftActorCritic, CrossQ"),
+        ("a2c_gae", "agent.algorithm.log_alpha_min", -5.0, "SoftActorCritic, CrossQ"),
+        ("a2c_gae", "agent.algorithm.normalize_advantages", "percentile", "PPO, PPOSIL"),
+        ("crossq", "agent.algorithm.normalize_advantages", "standardize", "PPO, PPOSIL"),
+    ],
+)
+def test_another_algorithms_key_is_a_warning_naming_its_readers(
+    algo: str, path: str, value: Any, readers: str, in_tmp: Path
+) -> None:
+    """SLM Lab v5 ran a spec whose algorithm ignored a key; it runs here, with one line saying so."""
+    spec = crossq_spec() if algo == "crossq" else make_spec(algo)
+    set_path(spec, path, value)
+    name = spec["agent"]["algorithm"]["name"]
+    code, out, err = check(in_tmp, {"v5": spec})
+    assert (code, out, len(err)) == (0, ["ok: v5"], 1)
+    assert err[0].endswith(f"{path}: ignored (read by {readers}, not by {name})")
+
+
+@pytest.mark.parametrize(
+    ("algo", "changes"),
+    [
+        ("ppo_sil", {"agent.algorithm.normalize_advantages": "percentile"}),
+        (
+            "ppo",
+            {
+                "agent.algorithm.normalize_advs": True,
+                "agent.algorithm.normalize_advantages": "percentile",
+            },
+        ),
+        ("crossq", {"agent.algorithm.log_alpha_min": 0.5, "agent.algorithm.log_alpha_max": 0.5}),
+    ],
+)
+def test_v5_algorithm_keys_in_place_are_ok(
+    algo: str, changes: dict[str, Any], in_tmp: Path
+) -> None:
+    spec = crossq_spec() if algo == "crossq" else make_spec(algo)
+    for path, value in changes.items():
+        set_path(spec, path, value)
+    assert check(in_tmp, {"v5": spec}) == (0, ["ok: v5"], [])
+
+
 def template_spec() -> dict[str, Any]:
     spec = make_spec("ppo")
     spec["env"]["name"] = "${env}"

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from slm_lab.lib.math_util import RunningMeanStd, calc_gaes, calc_nstep_returns, calc_returns
+from slm_lab.lib.math_util import (
+    PercentileScale,
+    RunningMeanStd,
+    calc_gaes,
+    calc_nstep_returns,
+    calc_returns,
+)
 
 GAMMA, LAM = 0.9, 0.8
 
@@ -101,3 +107,43 @@ def test_running_mean_std_state_round_trip() -> None:
     other = RunningMeanStd()
     other.load_state_dict(rms.state_dict())
     assert (other.mean, other.var, other.count) == (rms.mean, rms.var, rms.count)
+
+
+# five advantages 1000 apart: torch.quantile interpolates linearly between order statistics, so
+# P5 sits at position 0.05 * 4 = 0.2 (-1000 + 0.2 * 1000 = -800) and P95 at 3.8 (2800)
+ADVS = torch.tensor([-1000.0, 0.0, 1000.0, 2000.0, 3000.0])
+DECAY = 0.99
+
+
+def test_percentile_scale_is_the_ema_of_p5_and_p95() -> None:
+    torch.testing.assert_close(
+        torch.quantile(ADVS, torch.tensor([0.05, 0.95])), torch.tensor([-800.0, 2800.0])
+    )
+    scale = PercentileScale(DECAY, torch.device("cpu"))
+    scale.update(ADVS)
+    # the EMAs start at 0: P5 = 0.01 * -800 = -8, P95 = 0.01 * 2800 = 28; scale 36
+    torch.testing.assert_close(scale.percentiles, torch.tensor([-8.0, 28.0]))
+    torch.testing.assert_close(scale.scale(ADVS), ADVS / 36.0)  # divided, not centered
+    scale.update(ADVS)
+    # P5 = 0.99 * -8 + 0.01 * -800 = -15.92, P95 = 0.99 * 28 + 0.01 * 2800 = 55.72; scale 71.64
+    torch.testing.assert_close(scale.percentiles, torch.tensor([-15.92, 55.72]))
+    torch.testing.assert_close(scale.scale(ADVS), ADVS / 71.64)
+
+
+def test_percentile_scale_never_enlarges() -> None:
+    """A spread P95 - P5 under 1 leaves advantages as they are: small ones are not amplified."""
+    scale = PercentileScale(DECAY, torch.device("cpu"))
+    small = torch.tensor([-30.0, 0.0, 30.0])  # P5 -27, P95 27: EMAs -0.27 and 0.27
+    scale.update(small)
+    torch.testing.assert_close(scale.percentiles, torch.tensor([-0.27, 0.27]))
+    assert torch.equal(scale.scale(small), small)
+
+
+def test_percentile_scale_state_round_trip() -> None:
+    scale = PercentileScale(DECAY, torch.device("cpu"))
+    scale.update(ADVS)
+    other = PercentileScale(DECAY, torch.device("cpu"))
+    other.load_state_dict(scale.state_dict())
+    assert torch.equal(other.percentiles, scale.percentiles)
+    scale.update(ADVS)  # the saved state is a copy, not a view of the live one
+    assert not torch.equal(other.percentiles, scale.percentiles)

@@ -15,6 +15,9 @@ NOT_YET = "is not available yet in this release"
 # Argmax: v5's name for the discrete distribution value-based specs declare (actions then follow
 # action_policy); it is accepted for discrete action spaces like Categorical
 DISCRETE_PDTYPES = ("Categorical", "Argmax")
+# SLM Lab v5's default bounds of log(alpha): alpha in [e^-5, e^2] ~ [0.0067, 7.39]
+LOG_ALPHA_MIN = -5.0
+LOG_ALPHA_MAX = 2.0
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ class PPOConfig(ActorCriticConfig):
         super().check(path)
         if self.normalize_advantages is not None and self.normalize_advs is False:
             raise SpecError(
-                f"{path}.normalize_advantages: set while normalize_advs is false; drop one of them"
+                f"{path}.normalize_advantages: {self.normalize_advantages!r} contradicts normalize_advs false (advantages used as computed); remove one"
             )
 
 
@@ -182,14 +185,33 @@ class SoftActorCriticConfig(OffPolicyConfig):
     )
     fixed_alpha: float | None = key(None, "a fixed temperature instead of tuning it", gt=0)
     alpha_lr: float | None = key(None, "the temperature's learning rate (null: the actor's)", gt=0)
-    log_alpha_min: float | None = key(None, "lower bound of log(alpha) after each temperature step")
-    log_alpha_max: float | None = key(None, "upper bound of log(alpha) after each temperature step")
+    log_alpha_min: float | None = key(
+        None, f"lower bound of log(alpha) after each temperature step (null: {LOG_ALPHA_MIN})"
+    )
+    log_alpha_max: float | None = key(
+        None, f"upper bound of log(alpha) after each temperature step (null: {LOG_ALPHA_MAX})"
+    )
+
+    @property
+    def log_alpha_bounds(self) -> tuple[float, float]:
+        """[log_alpha_min, log_alpha_max] with SLM Lab v5's defaults for the unset ones."""
+        lo, hi = self.log_alpha_min, self.log_alpha_max
+        return (LOG_ALPHA_MIN if lo is None else lo, LOG_ALPHA_MAX if hi is None else hi)
 
     def check(self, path: str) -> None:
         super().check(path)
-        lo, hi = self.log_alpha_min, self.log_alpha_max
-        if lo is not None and hi is not None and lo > hi:
-            raise SpecError(f"{path}.log_alpha_min: must be <= log_alpha_max ({hi}), got {lo}")
+        set_bounds = [k for k in ("log_alpha_min", "log_alpha_max") if getattr(self, k) is not None]
+        if set_bounds and self.fixed_alpha is not None:
+            raise SpecError(
+                f"{path}.{set_bounds[0]}: bounds the tuned alpha, and fixed_alpha {self.fixed_alpha!r} turns the tuning off; remove one"
+            )
+        low, high = self.log_alpha_bounds
+        if low > high:  # named after the key the spec sets, against the other's value
+            raise SpecError(
+                f"{path}.log_alpha_max: must be >= log_alpha_min ({low!r}, the default), got {high!r}"
+                if self.log_alpha_min is None
+                else f"{path}.log_alpha_min: must be <= log_alpha_max ({high!r}{'' if self.log_alpha_max is not None else ', the default'}), got {low!r}"
+            )
 
 
 @dataclass(frozen=True)

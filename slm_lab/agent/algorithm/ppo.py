@@ -7,8 +7,13 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
      minibatches of `minibatch_size`; the last one also takes the leftover batch_size %
      minibatch_size samples, so every step sees a full minibatch and every epoch the whole batch:
        ratio = exp(log pi(a|s) - log pi_old(a|s))
-       A normalized to mean 0 and std 1 per minibatch (`normalize_advs`, default true as in SLM
-       Lab v5's PPO; false uses the advantages as computed)
+       A scaled per minibatch by `normalize_advantages` (SLM Lab v5.2):
+         standardize (the default): A <- (A - mean(A)) / std(A)
+         percentile (DreamerV3): EMAs (decay PERCENTILE_EMA_DECAY) of the minibatch's 5th and
+           95th percentiles, P5 and P95, then A <- A / max(1, P95 - P5), not centered
+       `normalize_advs` false (default true, as SLM Lab v5's PPO) uses A as computed and
+       contradicts a `normalize_advantages` (a spec error); true or absent leaves the choice to it.
+       The percentile EMAs are part of the algorithm's state, so a resume continues them.
        policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
        val_loss = loss_fn(V, V_target), or with `clip_vloss` the max of clipped and unclipped
        squared errors, V clipped to within eps of the old V
@@ -17,16 +22,19 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
      minibatch, passes `target_kl` (if set).
 """
 
+from typing import Any
+
 import torch
 
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.config import PPOConfig
 from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.agent.net import net_util
-from slm_lab.lib.math_util import normalize
+from slm_lab.lib.math_util import PercentileScale, normalize
 from slm_lab.lib.schedule import VarScheduler
 
 DEFAULT_CLIP_EPS = 0.2  # the clip range without a clip_eps_spec (Schulman et al. 2017)
+PERCENTILE_EMA_DECAY = 0.99  # DreamerV3's
 
 
 def minibatch_idxs(
@@ -46,6 +54,17 @@ class PPO(ActorCritic):
     def init_nets(self) -> None:
         super().init_nets()
         self.clip_eps = VarScheduler(self.config.clip_eps_spec, default=DEFAULT_CLIP_EPS)
+        # null normalize_advs: normalized, as SLM Lab v5's PPO always did
+        self.adv_normalizer: str | None = (
+            None
+            if self.config.normalize_advs is False
+            else self.config.normalize_advantages or "standardize"
+        )
+        self.adv_scale = (
+            PercentileScale(PERCENTILE_EMA_DECAY, self.device)
+            if self.adv_normalizer == "percentile"
+            else None
+        )
 
     def batch_steps(self) -> int:
         return self.config.time_horizon * self.config.num_unrolls
@@ -68,8 +87,6 @@ class PPO(ActorCritic):
 
         eps = self.clip_eps.val
         ent_coef = self.entropy_coef.val
-        # null: normalized, as SLM Lab v5's PPO always did
-        normalize_advs = config.normalize_advs is not False
         batch_size = obs.shape[0]
         losses, entropies = [], []
         for _ in range(config.training_epoch):
@@ -78,7 +95,7 @@ class PPO(ActorCritic):
                 log_probs, entropy = self.log_prob_entropy(mean, log_std, actions[idx])
                 log_ratios = log_probs - old_log_probs[idx]
                 ratios = log_ratios.exp()
-                mb_advs = normalize(advs[idx]) if normalize_advs else advs[idx]
+                mb_advs = self.normalize_advs(advs[idx])
                 surr1 = ratios * mb_advs
                 surr2 = ratios.clamp(1.0 - eps, 1.0 + eps) * mb_advs
                 policy_loss = -torch.min(surr1, surr2).mean()
@@ -103,9 +120,29 @@ class PPO(ActorCritic):
         self.entropy = torch.stack(entropies).mean().item()
         return torch.stack(losses).mean().item()
 
+    def normalize_advs(self, advs: torch.Tensor) -> torch.Tensor:
+        """A minibatch's advantages as the policy loss takes them (`normalize_advantages`)."""
+        if self.adv_normalizer == "standardize":
+            return normalize(advs)
+        if self.adv_scale is not None:
+            self.adv_scale.update(advs)
+            return self.adv_scale.scale(advs)
+        return advs
+
     def update_schedules(self) -> None:
         super().update_schedules()
         self.clip_eps.update(self.clock.frame, self.eval_mode)
 
     def metrics(self) -> dict[str, float]:
         return {**super().metrics(), "clip_eps": self.clip_eps.val}
+
+    def extra_state(self) -> dict[str, Any]:
+        state = super().extra_state()
+        if self.adv_scale is not None:
+            state["adv_scale"] = self.adv_scale.state_dict()
+        return state
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        super().load_extra_state(state)
+        if self.adv_scale is not None:
+            self.adv_scale.load_state_dict(state["adv_scale"])

@@ -15,6 +15,7 @@ For a sampled transition (s, a, r, s') and alpha = exp(log_alpha), the soft valu
            loss = mean(w * (loss_fn(Q1(s, a), y) + loss_fn(Q2(s, a), y)))
   actor:   loss = -mean(V(s)) = mean(E_{a~pi}[alpha * log pi(a|s) - min(Q1, Q2)(s, a)])
   alpha:   loss = -mean(exp(log_alpha) * (E_{a~pi}[log pi(a|s)] + target_entropy))  (no grad to pi)
+           then log_alpha <- clamp(log_alpha, log_alpha_min, log_alpha_max)
 w the importance-sampling weights of prioritized replay (1 otherwise; the actor and alpha losses
 are plain means); the new priorities are the mean of |Q1 - y| and |Q2 - y|. The temperature
 loss uses alpha itself (gradient -alpha * (...) on log_alpha), so the targets and the tuning see
@@ -22,7 +23,15 @@ the same alpha; E[log pi] is the sampled log pi when continuous and -H(pi(.|s)) 
 discrete. target_entropy `auto` is -action_dim
 (continuous) or DISCRETE_TARGET_ENTROPY_SCALE * log(n) (discrete, SAC-Discrete's 0.98; a lower
 number in the spec suits tasks that need a near-deterministic policy). `fixed_alpha` turns the
-tuning off.
+tuning off; a fixed alpha is never clamped.
+
+Temperature bounds: log_alpha starts at 0 (alpha 1, moved into the bounds if they exclude it) and
+is clamped after each temperature step. The defaults, [LOG_ALPHA_MIN, LOG_ALPHA_MAX] = [-5, 2]
+(alpha in [0.0067, 7.39]), are SLM Lab v5's and apply to every spec, as they do in v5: v5 specs
+set `log_alpha_min`/`log_alpha_max` only to narrow them, and rely on the ceiling where the entropy
+target cannot be met (the temperature loss then raises alpha without limit). Of the shipped
+benchmark specs only sac_pendulum's alpha reaches the floor (about 0.007 late in a run); it sets
+log_alpha_min -10, keeping the behaviour its benchmark was measured with.
 
 Modes: the critic step runs the critics in train mode and the actor step the actor; the targets
 (a' ~ pi(.|s'), the target critics), the critics inside the actor step and acting run in eval
@@ -102,8 +111,12 @@ class SoftActorCritic(OffPolicy):
         self.target = self.init_target_nets(critic)
 
         self.tune_alpha = config.fixed_alpha is None
+        self.log_alpha_min, self.log_alpha_max = config.log_alpha_bounds
         self.log_alpha = LogAlpha(
-            0.0 if self.tune_alpha else math.log(config.fixed_alpha), self.tune_alpha
+            min(max(0.0, self.log_alpha_min), self.log_alpha_max)  # alpha 1, within the bounds
+            if self.tune_alpha
+            else math.log(config.fixed_alpha),
+            self.tune_alpha,
         ).to(self.device)
         self.target_entropy = self.calc_target_entropy(config.target_entropy)
 
@@ -289,6 +302,8 @@ class SoftActorCritic(OffPolicy):
             if self.tune_alpha:
                 alpha_loss = self.calc_alpha_loss(expected_log_probs)
                 self.optimize(alpha_loss, self.alpha_step, count=False)
+                with torch.no_grad():
+                    self.log_alpha.value.clamp_(self.log_alpha_min, self.log_alpha_max)
             self.entropy = -expected_log_probs.mean().item()
         return critic_loss.item()
 
