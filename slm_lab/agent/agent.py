@@ -64,7 +64,7 @@ class Agent:
 
 
 class MetricsTracker:
-    """Builds one row per checkpoint (DESIGN §5) and keeps them."""
+    """Builds one metrics row per checkpoint (see the README, "Metrics") and keeps them."""
 
     MA_WINDOW = 100  # total_reward_ma: mean of total_reward over this many checkpoint rows
 

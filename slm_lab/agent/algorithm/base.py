@@ -150,7 +150,7 @@ class Algorithm:
         return self.optims[0].param_groups[0]["lr"] if self.optims else math.nan
 
     def metrics(self) -> dict[str, float]:
-        """Values for the checkpoint row (DESIGN §5)."""
+        """Values for the checkpoint row (loss, lr, entropy, explore_var, ...)."""
         return {
             "loss": self.loss,
             "lr": self.lr,
