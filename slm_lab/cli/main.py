@@ -4,6 +4,7 @@ Module level imports only Typer, so `slm-lab --help` starts in a blink; each com
 what it uses (spec validation, then torch only once the input is known to be good).
 """
 
+import os
 import platform
 import secrets
 import sys
@@ -19,18 +20,45 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: rendering it with rich took longer than the rest of --help
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 DEMO_SPEC_FILE = "demo.json"
 DEMO_SPEC_NAME = "ppo_cartpole_demo"
+MODE_WORDS = ("dev", "train", "search", "enjoy")
 MODES = ("dev", "train", "search", "enjoy@<run folder>", "train@<run folder>", "train@latest")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 ENJOY_EPISODES = 10
+# what a shortcut option sets: (-s path)
+SHORTCUTS = {
+    "max_frame": "env.max_frame",
+    "sessions": "meta.max_session",
+    "seed": "meta.random_seed",
+}
+DISPLAY_VARS = ("DISPLAY", "WAYLAND_DISPLAY")
 
 
 def _fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"slm-lab {version('slm-lab')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version_: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="print the version"
+        ),
+    ] = False,
+) -> None:
+    """SLM Lab: modular deep reinforcement learning. One spec file describes a whole experiment."""
 
 
 def _versions() -> dict[str, str]:
@@ -40,7 +68,9 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _new_run_dir(spec: dict[str, Any], variables: dict[str, str], mode: str) -> Path:
+def _new_run_dir(
+    spec: dict[str, Any], sets: dict[str, Any], mode: str, spec_file: str, spec_name: str
+) -> Path:
     from slm_lab.lib import io
 
     if spec["meta"].get("random_seed") is None:
@@ -56,8 +86,10 @@ def _new_run_dir(spec: dict[str, Any], variables: dict[str, str], mode: str) -> 
         "run_info": {
             "git_sha": io.git_sha(),
             "versions": _versions(),
-            "vars": variables,
+            **sets,  # vars: the ${placeholders} filled; overrides: the spec paths set
             "mode": mode,
+            "spec_file": spec_file,
+            "spec_name": spec_name,
             "command": sys.argv,
         },
     }
@@ -67,18 +99,19 @@ def _new_run_dir(spec: dict[str, Any], variables: dict[str, str], mode: str) -> 
 
 
 def _load_run(
-    target: str, spec_file: str, spec_name: str, variables: dict[str, str]
-) -> tuple[dict[str, Any], Path]:
-    """The spec recorded in a run folder (`latest`: the newest run of this spec)."""
+    mode: str, target: str, spec_file: str, spec_name: str
+) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """(the spec recorded in a run folder, its run_info, the folder); `latest`: the newest run
+    of this spec."""
     from slm_lab.lib import io
     from slm_lab.spec import spec_util
     from slm_lab.spec.spec_util import SpecError
 
     if target == "latest":
-        name = spec_util.get_spec(spec_file, spec_name, variables)["name"]
+        name = spec_util.get_spec(spec_file, spec_name)["name"]
         run_dir = io.latest_run_dir(name)
         if run_dir is None:
-            raise SpecError(f"train@latest: no run of {name} in {io.DATA_DIR}/")
+            raise SpecError(f"{mode}: no run of {name} in {io.DATA_DIR}/")
     else:
         run_dir = Path(target)
         if not io.is_run_dir(run_dir):
@@ -86,9 +119,55 @@ def _load_run(
                 f"{target}: not a run folder (expected a folder made by slm-lab run, with <spec_name>_spec.json and info/)"
             )
     record = io.read_json(io.run_spec_path(run_dir))
-    record.pop("run_info", None)
+    run_info = record.pop("run_info", {})
     spec_util.validate(record, record.get("name", ""))
-    return record, run_dir
+    return record, run_info, run_dir
+
+
+def _run_finished(run_dir: Path, record: dict[str, Any], sessions: int) -> bool:
+    from slm_lab.lib import io
+
+    info = run_dir / "info"
+    return all(
+        (path := info / f"{record['name']}_t0_s{s}_session_metrics.json").exists()
+        and io.read_json(path)["frame"] >= record["env"]["max_frame"]
+        for s in range(sessions)
+    )
+
+
+def _parse_mode(mode: str, spec_file: str) -> tuple[str, str]:
+    """(base, target) of `dev`, `train`, `enjoy@FOLDER`, `train@FOLDER`, `...@latest`."""
+    from slm_lab.spec.spec_util import SpecError, did_you_mean
+
+    base, _, target = mode.partition("@")
+    if (base, bool(target)) in (("dev", False), ("train", False), ("enjoy", True), ("train", True)):
+        return base, target
+    if base == "enjoy":
+        raise SpecError(
+            f"mode 'enjoy' needs the run to replay: enjoy@<run folder> or enjoy@latest (e.g. slm-lab run {spec_file} NAME enjoy@data/<run folder>)"
+        )
+    raise SpecError(
+        f"mode {mode!r}: unknown; one of {', '.join(MODES)}{did_you_mean(base, MODE_WORDS)}"
+    )
+
+
+def _pick_spec(spec_file: str, spec_name: str | None, mode: str) -> tuple[str, str]:
+    """(spec name, mode): a file's only spec when no name is given, or a mode given in its place."""
+    from slm_lab.spec import spec_util
+    from slm_lab.spec.spec_util import SpecError
+
+    if spec_name is not None and not (spec_name.partition("@")[0] in MODE_WORDS and mode == "dev"):
+        return spec_name, mode
+    names = list(spec_util.read_spec_file(spec_file, template=True))
+    if spec_name is not None and spec_name not in names:  # `run FILE train`: a mode, not a name
+        mode, spec_name = spec_name, None
+    if spec_name is not None:
+        return spec_name, mode
+    if len(names) != 1:
+        raise SpecError(
+            f"{spec_file} holds {len(names)} specs ({', '.join(names) or 'none'}); name the one to run: slm-lab run {spec_file} SPEC_NAME"
+        )
+    return names[0], mode
 
 
 @app.command()
@@ -100,27 +179,42 @@ def run(
         ),
     ] = DEMO_SPEC_FILE,
     spec_name: Annotated[
-        str, typer.Argument(help="name of the spec inside the file")
-    ] = DEMO_SPEC_NAME,
+        str | None,
+        typer.Argument(help="name of the spec inside the file (default: the file's only spec)"),
+    ] = None,
     mode: Annotated[
         str,
         typer.Argument(
-            help="dev | train | search | enjoy@<run folder> | train@<run folder> | train@latest"
+            help="dev | train | search | enjoy@<run folder> | train@<run folder> | train@latest | enjoy@latest"
         ),
     ] = "dev",
     set_: Annotated[
         list[str] | None,
         typer.Option(
-            "--set", "-s", help="substitute ${KEY} in the spec file: -s KEY=VALUE (repeatable)"
+            "--set",
+            "-s",
+            help="KEY=VALUE: fills ${KEY} in the spec file, or sets the spec path KEY (e.g. -s agent.net.optim_spec.lr=3e-4); repeatable",
         ),
+    ] = None,
+    max_frame: Annotated[
+        float | None, typer.Option(help="env.max_frame; with train@<run folder>, extends the run")
+    ] = None,
+    sessions: Annotated[
+        int | None, typer.Option(help="meta.max_session (seeds in parallel)")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="meta.random_seed")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="where run folders go (default ./data)")
     ] = None,
     render: Annotated[bool, typer.Option(help="render the env while running")] = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
     episodes: Annotated[
         int, typer.Option(help="episodes to replay in enjoy mode")
     ] = ENJOY_EPISODES,
+    session: Annotated[int, typer.Option(help="the session enjoy replays")] = 0,
 ) -> None:
     """Train (dev: 1 session; train: max_session seeds in parallel), replay (enjoy@) or resume (train@) a spec."""
+    from slm_lab.lib import io
     from slm_lab.lib import logger as log_setup
     from slm_lab.lib.logger import logger
     from slm_lab.spec import spec_util
@@ -128,25 +222,36 @@ def run(
 
     if log_level.upper() not in LOG_LEVELS:
         _fail(f"--log-level {log_level}: one of DEBUG, INFO, WARNING, ERROR")
+    if episodes < 1:
+        _fail(f"--episodes {episodes}: must be >= 1")
+    if render and sys.platform.startswith("linux") and not any(map(os.environ.get, DISPLAY_VARS)):
+        _fail(
+            "--render needs a display (DISPLAY is not set); run without --render, or under xvfb-run"
+        )
+    io.DATA_DIR = data_dir if data_dir is not None else io.DEFAULT_DATA_DIR
     log_setup.setup(log_level)
     try:
-        variables = spec_util.parse_sets(set_ or [])
-        base, _, target = mode.partition("@")
+        sets = spec_util.parse_sets(set_ or [])
+        for option, value in (("max_frame", max_frame), ("sessions", sessions), ("seed", seed)):
+            if value is not None:
+                sets[SHORTCUTS[option]] = str(int(value))
+        spec_name, mode = _pick_spec(spec_file, spec_name, mode)
+        base, target = _parse_mode(mode, spec_file)
         if mode == "search":
             _fail("search mode is not available yet (it lands with the Ray Tune search work)", 1)
-        if (base, bool(target)) not in (
-            ("dev", False),
-            ("train", False),
-            ("enjoy", True),
-            ("train", True),
-        ):
-            raise SpecError(
-                f"mode {mode!r}: unknown; one of {', '.join(MODES)}{spec_util.did_you_mean(base, ('dev', 'train', 'search', 'enjoy'))}"
-            )
         if target:
-            spec, run_dir = _load_run(target, spec_file, spec_name, variables)
+            if set_ or sessions is not None or seed is not None:
+                raise SpecError(
+                    f"{mode} continues the spec recorded in the run folder: -s, --sessions and --seed do not apply (--max-frame extends a train@ run)"
+                )
+            spec, run_info, run_dir = _load_run(mode, target, spec_file, spec_name)
+            if (spec_file, spec_name) != (run_info.get("spec_file"), run_info.get("spec_name")):
+                logger.info(
+                    f"{mode} uses the spec recorded in {run_dir} ({spec['name']}), not {spec_file} {spec_name}"
+                )
         else:
-            spec = spec_util.get_spec(spec_file, spec_name, variables)
+            loaded = spec_util.load_spec(spec_file, spec_name, sets)
+            spec = loaded.spec
     except SpecError as e:
         _fail(str(e))
 
@@ -154,25 +259,49 @@ def run(
     from slm_lab.spec import schema
 
     if base == "enjoy":
-        result = control.enjoy(schema.load(spec), run_dir, episodes, render)
+        result = control.enjoy(schema.load(spec), run_dir, episodes, render, session)
         typer.echo(
             f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
         )
         return
     resume = bool(target)
-    if not resume:
-        run_dir = _new_run_dir(spec, variables, mode)
+    dev = base == "dev" or (resume and run_info.get("mode") == "dev")
+    if resume:
+        sessions_run = 1 if dev else int(spec["meta"].get("max_session") or 1)
+        if max_frame is not None and max_frame > spec["env"]["max_frame"]:
+            spec["env"]["max_frame"] = int(max_frame)
+            _rewrite_record(run_dir, spec, run_info)
+            logger.info(f"extending {run_dir} to max_frame {int(max_frame)}")
+        elif _run_finished(run_dir, spec, sessions_run):
+            _fail(
+                f"{run_dir} is finished (max_frame {spec['env']['max_frame']}); pass --max-frame to train it further"
+            )
+    else:
+        run_dir = _new_run_dir(
+            spec,
+            {"vars": loaded.placeholders, "overrides": loaded.overrides},
+            mode,
+            spec_file,
+            spec_name,
+        )
     log_setup.add_file(str(run_dir / "log" / "run.log"), log_level)
     logger.info(f"{'resuming' if resume else 'running'} {spec['name']} ({mode}) in {run_dir}")
     trial = control.Trial(
         schema.load(spec),  # typed, now that the run's seed is in it
         run_dir,
-        dev=(base == "dev"),
+        dev=dev,
         resume=resume,
         render=render,
         log_level=log_level,
     )
     metrics = trial.run()
+    if trial.stopped:
+        frame = min(trial.stopped.values())
+        typer.echo(
+            f"stopped at frame {frame} of {spec['env']['max_frame']}, every session saved; resume with: slm-lab run {spec_file} {spec_name} train@{run_dir}",
+            err=True,
+        )
+        raise typer.Exit(control.stop.EXIT_CODES[trial.stop_signal])
     if metrics is None:
         first_error = next(iter(trial.errors.values()), "unknown error")
         _fail(
@@ -185,6 +314,14 @@ def run(
     typer.echo(f"run folder: {run_dir}")
 
 
+def _rewrite_record(run_dir: Path, spec: dict[str, Any], run_info: dict[str, Any]) -> None:
+    """The run folder's spec records with the new max_frame (the run is being extended)."""
+    from slm_lab.lib import io
+
+    io.write_json({**spec, "run_info": run_info}, io.run_spec_path(run_dir))
+    io.write_json(spec, run_dir / f"{spec['name']}_t0_spec.json")
+
+
 @app.command()
 def check(
     spec_file: Annotated[str, typer.Argument(help="spec file to validate")],
@@ -192,7 +329,10 @@ def check(
         str | None, typer.Argument(help="one spec (default: every spec in the file)")
     ] = None,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", "-s", help="-s KEY=VALUE for ${KEY} (repeatable)")
+        list[str] | None,
+        typer.Option(
+            "--set", "-s", help="KEY=VALUE: fills ${KEY} or sets a spec path (repeatable)"
+        ),
     ] = None,
 ) -> None:
     """Validate specs without running anything. A template spec (with ${vars} left) is checked

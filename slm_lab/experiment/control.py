@@ -27,7 +27,7 @@ from slm_lab.agent.agent import Agent, MetricsTracker, rng_state, set_rng_state
 from slm_lab.agent.net.config import env_seq_len
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.vec_env import VecEnv
-from slm_lab.experiment import analysis
+from slm_lab.experiment import analysis, stop
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
@@ -238,22 +238,34 @@ class Session:
     def run(self) -> dict[str, float]:
         if not (self.resume and self.load_latest()):
             self.env.reset()
-        agent, env = self.agent, self.env
+        agent, env, request = self.agent, self.env, stop.REQUEST
         while not env.done():
+            if request.signum is not None:
+                self.stop()
             t = env.step(agent.act(env.obs))
             if self.dev:
                 self.dev_check_step(env.obs, t.actions, t.rewards)
             agent.update(t)
             if env.clock.frame >= self.next_ckpt or env.done():
                 self.checkpoint()
+        self.close()
+        return self.finish()
+
+    def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
         if self.csv_file is None:  # resumed after the last checkpoint: no row was appended
             io.write_text(analysis.csv_text(self.tracker.rows), self.df_path())
         else:
             self.csv_file.close()
-        env.close()
-        return self.finish()
+        self.env.close()
+
+    def stop(self) -> None:
+        """Save the full state at this step and stop (a Ctrl-C or SIGTERM asked for it)."""
+        self.save()
+        self.close()
+        logger.info(f"{self.prefix} saved at frame {self.env.clock.frame} and stopped")
+        raise stop.SessionStopped(self.env.clock.frame)
 
     def finish(self) -> dict[str, float]:
         table = analysis.rows_table(self.tracker.rows)
@@ -290,15 +302,18 @@ def run_session(
     tag = pre if not dev else ""
     if own_process:
         log_setup.setup(log_level, tag=tag)
+        stop.install(pass_on=False, give_up=False)  # the parent may pass a signal on twice
     else:
         log_setup.set_tag(tag)
     sink = log_setup.add_file(str(Path(run_dir) / "log" / f"{pre}.log"), log_level)
     try:
         done_path = Path(run_dir) / "info" / f"{pre}_session_metrics.json"
-        if resume and done_path.exists():
+        if resume and done_path.exists() and io.read_json(done_path)["frame"] >= spec.env.max_frame:
             logger.info(f"{pre} already finished; keeping its results")
             return io.read_json(done_path)
         return Session(spec, Path(run_dir), trial, session, dev, resume, render, threads).run()
+    except stop.SessionStopped as e:
+        return {"stopped_at": e.frame}
     except Exception as e:  # the traceback to the logs, one line to the console and the caller
         logger.opt(exception=e).bind(file_only=True).error(f"{pre} failed")
         raise SessionFailed(log_setup.last_line(e)) from None
@@ -325,8 +340,25 @@ class Trial:
         self.dev, self.resume, self.render, self.log_level = dev, resume, render, log_level
         self.max_session = 1 if dev else spec.meta.max_session
         self.errors: dict[int, str] = {}  # session index -> its error's last line
+        self.stopped: dict[int, int] = {}  # session index -> the frame it saved and stopped at
+        self.stop_signal: int | None = None  # the signal that stopped the run
 
     def run(self) -> dict[str, float] | None:
+        """The trial metrics; None when no session completed (see `errors`) or the run was
+        stopped by a signal (see `stopped`)."""
+        handlers = stop.install(pass_on=self.max_session > 1, give_up=True)
+        try:
+            results = self.run_sessions()
+        finally:
+            self.stop_signal = stop.REQUEST.signum
+            stop.restore(handlers)
+        for s in [s for s, r in results.items() if "stopped_at" in r]:
+            self.stopped[s] = int(results.pop(s)["stopped_at"])
+        if self.stopped:
+            return None
+        return self.analyze(sorted(results))
+
+    def run_sessions(self) -> dict[int, dict[str, float]]:
         threads = self.spec.meta.num_threads
         args = [
             (
@@ -362,7 +394,7 @@ class Trial:
                         self.fail(s, str(e))
                     except BrokenProcessPool as e:  # the process died (killed, out of memory)
                         self.fail(s, log_setup.last_line(e))
-        return self.analyze(sorted(results))
+        return results
 
     def fail(self, session: int, reason: str) -> None:
         self.errors[session] = reason

@@ -15,7 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-DATA_DIR = Path("data")
+DEFAULT_DATA_DIR = Path("data")
+DATA_DIR = DEFAULT_DATA_DIR  # where run folders go (the CLI's --data-dir)
 RUN_SPEC_SUFFIX = "_spec.json"
 
 

@@ -10,6 +10,7 @@ import importlib
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,10 @@ def find_spec_file(spec_file: str) -> Path:
     for candidate in (Path(spec_file), SPEC_DIR / spec_file):
         if candidate.is_file():
             return candidate
+    shipped = sorted(SPEC_DIR.rglob(Path(spec_file).name))
+    hint = f"; did you mean {shipped[0].relative_to(SPEC_DIR)}?" if shipped else ""
     raise SpecError(
-        f"spec file not found: {spec_file} (looked in the working directory and {SPEC_DIR})"
+        f"spec file not found: {spec_file} (looked in the working directory and {SPEC_DIR}){hint}"
     )
 
 
@@ -176,17 +179,86 @@ def _spec_from_file(
     return normalize(spec)
 
 
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated spec, with the -s values that took effect: placeholders filled, spec paths set."""
+
+    spec: dict[str, Any]
+    placeholders: dict[str, str]
+    overrides: dict[str, Any]
+
+
+def split_sets(spec_file: str, sets: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """-s KEY=VALUE: (the ${KEY} placeholders the file has, the rest: spec paths to set)."""
+    text = find_spec_file(spec_file).read_text()
+    placeholders = {k: v for k, v in sets.items() if f"${{{k}}}" in text}
+    return placeholders, {k: v for k, v in sets.items() if k not in placeholders}
+
+
+def apply_overrides(spec: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:
+    """Set each dotted spec path to its value (read as YAML: 3e-4, true, null, [64, 64] and
+    {name: Adam} are a number, a bool, null, a list and a mapping); returns the parsed values."""
+    applied = {}
+    for path, text in overrides.items():
+        keys = path.split(".")
+        if len(keys) == 1 or not all(keys):
+            raise SpecError(
+                f"-s {path}={text}: the spec file has no ${{{path}}} and {path!r} is not a spec path{_path_hint(spec, path)}"
+            )
+        node: Any = spec
+        for depth, k in enumerate(keys[:-1]):
+            if not isinstance(node.get(k), dict):
+                where = ".".join(keys[: depth + 1])
+                raise SpecError(
+                    f"-s {path}={text}: {where} is not a mapping in the spec; set it whole, e.g. -s {where}={{...}}"
+                )
+            node = node[k]
+        try:
+            value = yaml.load(text, Loader=_YamlLoader)
+        except yaml.YAMLError:
+            value = text  # not YAML: the text itself
+        node[keys[-1]] = applied[path] = value
+    return applied
+
+
+def _path_hint(spec: dict[str, Any], key: str) -> str:
+    """'; did you mean env.max_frame?' for -s max_frame=...: the spec paths ending in `key`."""
+    if isinstance(spec.get(key), dict) and "name" in spec[key]:  # a section: -s env=...
+        return f"; did you mean {key}.name?"
+    leaves = list(_leaf_paths(spec))
+    ending = [p for p in leaves if p.rsplit(".", 1)[-1] == key]
+    if ending:
+        return f"; did you mean {' or '.join(ending)}?"
+    return did_you_mean(key, leaves)
+
+
+def _leaf_paths(node: Any, path: str = "") -> Any:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaf_paths(v, f"{path}.{k}" if path else str(k))
+    else:
+        yield path
+
+
+def load_spec(spec_file: str, spec_name: str, sets: dict[str, str] | None = None) -> LoadedSpec:
+    """Read a spec, fill its ${placeholders} and set the spec paths `sets` name (both from -s),
+    normalize and validate it; sets spec['name'] (with the env's suffix when -s changed it)."""
+    placeholders, paths = split_sets(spec_file, sets or {})
+    spec = _spec_from_file(spec_file, spec_name, placeholders, template=False)
+    overrides = apply_overrides(spec, paths)
+    for var, where in sorted(unresolved_vars(spec, spec_name).items()):
+        raise SpecError(f"{where}: unresolved ${{{var}}}; pass it with -s {var}=VALUE")
+    env_name = placeholders.get("env") or overrides.get("env.name")
+    spec["name"] = spec_name + (f"_{env_suffix(str(env_name))}" if env_name else "")
+    validate(spec, spec_name)
+    return LoadedSpec(spec, placeholders, overrides)
+
+
 def get_spec(
     spec_file: str, spec_name: str, variables: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """Read, substitute, normalize and validate one spec; sets spec['name']."""
-    variables = variables or {}
-    spec = _spec_from_file(spec_file, spec_name, variables, template=False)
-    for var, where in sorted(unresolved_vars(spec, spec_name).items()):
-        raise SpecError(f"{where}: unresolved ${{{var}}}; pass it with -s {var}=VALUE")
-    spec["name"] = spec_name + (f"_{env_suffix(variables['env'])}" if "env" in variables else "")
-    validate(spec, spec_name)
-    return spec
+    """The validated spec (see load_spec)."""
+    return load_spec(spec_file, spec_name, variables).spec
 
 
 def check_spec(
@@ -197,7 +269,9 @@ def check_spec(
     A template's placeholders are validated as far as they can be: a placeholder stands for a
     number where the key takes one, and an unfilled env name skips the checks that need the env.
     """
-    spec = _spec_from_file(spec_file, spec_name, variables or {}, template=True)
+    placeholders, paths = split_sets(spec_file, variables or {})
+    spec = _spec_from_file(spec_file, spec_name, placeholders, template=True)
+    apply_overrides(spec, paths)
     missing = unresolved_vars(spec)
     if missing:
         spec = _fill_template(spec)
@@ -233,7 +307,26 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> Spec:
     loaded = schema.load(spec, spec_name)
     if not VAR_PATTERN.search(loaded.env.name):  # a template's env is checked when it is given
         check_env_fit(loaded)
+    _warn_short_lr_schedules(loaded)
     return loaded
+
+
+def _warn_short_lr_schedules(spec: Spec) -> None:
+    """A frame-based LR schedule that ends before max_frame (a spec whose max_frame was raised
+    but not its schedule's `frame`): the lr sits at its end value for the rest of the run."""
+    from loguru import logger
+
+    max_frame = spec.env.max_frame
+    for key, net in (("net", spec.agent.net), ("critic_net", spec.agent.critic_net)):
+        if net is None:
+            continue
+        for role, config in (("", net.base), ("actor_", net.actor), ("critic_", net.critic)):
+            sched = config.lr_scheduler_spec
+            if sched is not None and sched.frame is not None and sched.frame < max_frame:
+                logger.warning(
+                    f"agent.{key}.{role}lr_scheduler_spec.frame: {sched.frame} is shorter than env.max_frame {max_frame}: the lr stops falling at frame {sched.frame}; drop frame to follow max_frame"
+                )
+                return
 
 
 def _env_not_available(name: str) -> str | None:

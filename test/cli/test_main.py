@@ -47,7 +47,7 @@ def test_check_bad_input(case: str, in_tmp: Path) -> None:
     [
         ("trian", "mode 'trian': unknown; one of dev, train, search"),
         ("trian", "did you mean train?"),
-        ("enjoy", "mode 'enjoy': unknown"),
+        ("enjoy", "mode 'enjoy' needs the run to replay: enjoy@<run folder> or enjoy@latest"),
         ("dev@somewhere", "mode 'dev@somewhere': unknown"),
         ("enjoy@/nonexistent", "/nonexistent: not a run folder"),
         ("train@/nonexistent", "/nonexistent: not a run folder"),

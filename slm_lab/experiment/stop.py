@@ -1,0 +1,60 @@
+"""Ctrl-C (SIGINT) and SIGTERM stop a run between two env steps, after each session has saved
+its full state at that step, so `train@<run folder>` continues it exactly.
+
+The signal handler only records the request; a session's loop checks it once per step. A
+trial's parent process passes the signal on to its session processes (a terminal's Ctrl-C
+reaches them too, a `kill` of the parent does not); a second signal to the parent, or to a
+one-session run, stops at once without saving.
+"""
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
+
+
+class StopRequest:
+    """The signal that asked the run to stop, None until one did."""
+
+    signum: int | None = None
+
+
+REQUEST = StopRequest()
+
+
+def install(pass_on: bool, give_up: bool) -> dict[int, Any]:
+    """Handle SIGINT and SIGTERM: record the request; `pass_on` sends it to the session
+    processes; `give_up` lets a second signal end the process at once. Returns the handlers it
+    replaced (for `restore`)."""
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        first = REQUEST.signum is None
+        if first:
+            REQUEST.signum = signum
+            if pass_on:
+                for child in multiprocessing.active_children():
+                    os.kill(child.pid, signum)
+        elif give_up:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    return {sig: signal.signal(sig, handle) for sig in SIGNALS}
+
+
+def restore(previous: dict[int, Callable | int | None]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    REQUEST.signum = None
+
+
+class SessionStopped(Exception):
+    """A session saved its state at `frame` and stopped, on request."""
+
+    def __init__(self, frame: int) -> None:
+        super().__init__(f"stopped at frame {frame}")
+        self.frame = frame

@@ -1,0 +1,302 @@
+"""The researcher's bench through the CLI: -s overrides and shortcut options, resuming (dev runs,
+finished runs, extending), the small conveniences, and Ctrl-C/SIGTERM that save and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from conftest import TIMING_COLUMNS, invoke, make_spec, read_session_df, run_dirs, write_spec_file
+
+SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
+NAME = "ppo_bench"
+
+
+def spec_file(directory: Path, **changes: object) -> Path:
+    spec = make_spec("ppo", max_frame=400)
+    spec["env"].update(changes)
+    return write_spec_file(directory / "bench.json", {NAME: spec})
+
+
+def record(run_dir: Path) -> dict:
+    [path] = [p for p in run_dir.glob("*_spec.json") if "_t0" not in p.name]
+    return json.loads(path.read_text())
+
+
+# -- overrides ---------------------------------------------------------------------------------
+def test_set_overrides_any_spec_path_and_is_recorded(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    result = invoke(
+        [
+            "run",
+            str(path),
+            NAME,
+            "dev",
+            "-s",
+            "env.max_frame=200",
+            "-s",
+            "agent.algorithm.gamma=0.9",
+        ]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "trial_metrics: frame:2.00e+02" in result.stdout
+    [run_dir] = run_dirs(in_tmp / "data")
+    assert run_dir.name.startswith(f"{NAME}_2")  # no suffix: the env did not change
+    rec = record(run_dir)
+    assert rec["env"]["max_frame"] == 200 and rec["agent"]["algorithm"]["gamma"] == 0.9
+    assert rec["run_info"]["overrides"] == {"env.max_frame": 200, "agent.algorithm.gamma": 0.9}
+    assert rec["run_info"]["vars"] == {}
+
+
+def test_set_env_name_changes_the_env_and_the_run_name(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    result = invoke(["run", str(path), NAME, "dev", "-s", "env.name=Acrobot-v1"])
+    assert result.exit_code == 0, result.stderr
+    [run_dir] = run_dirs(in_tmp / "data")
+    assert run_dir.name.startswith(f"{NAME}_acrobot_")
+    assert record(run_dir)["env"]["name"] == "Acrobot-v1"
+
+
+@pytest.mark.parametrize(
+    ("sets", "line"),
+    [
+        (
+            ["max_frame=2e4"],
+            "-s max_frame=2e4: the spec file has no ${max_frame} and 'max_frame' is not a spec path; did you mean env.max_frame?",
+        ),
+        (
+            ["env=Acrobot-v1"],
+            "-s env=Acrobot-v1: the spec file has no ${env} and 'env' is not a spec path; did you mean env.name?",
+        ),
+        (
+            ["agent.net.lr_scheduler_spec.frame=100"],
+            "-s agent.net.lr_scheduler_spec.frame=100: agent.net.lr_scheduler_spec is not a mapping in the spec; set it whole, e.g. -s agent.net.lr_scheduler_spec={...}",
+        ),
+        (["env.max_frame=-5"], "env.max_frame: must be > 0, got -5"),
+    ],
+)
+def test_bad_set_is_one_line(sets: list[str], line: str, in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    args = [a for s in sets for a in ("-s", s)]
+    result = invoke(["run", str(path), NAME, "dev", *args])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"error: {line}"]
+    assert not (in_tmp / "data").exists()
+
+
+def test_set_a_whole_mapping(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    result = invoke(["check", str(path), "-s", "agent.net.lr_scheduler_spec={name: LinearToZero}"])
+    assert (result.exit_code, result.stdout) == (0, f"ok: {NAME}\n")
+
+
+def test_shortcut_options(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    out = in_tmp / "elsewhere"
+    args = ["run", str(path), NAME, "train", "--max-frame", "200", "--sessions", "1"]
+    result = invoke([*args, "--seed", "7", "--data-dir", str(out)])
+    assert result.exit_code == 0, result.stderr
+    [run_dir] = run_dirs(out)
+    rec = record(run_dir)
+    assert (rec["env"]["max_frame"], rec["meta"]["max_session"], rec["meta"]["random_seed"]) == (
+        200,
+        1,
+        7,
+    )
+    assert not (in_tmp / "data").exists()
+
+
+def test_a_schedule_shorter_than_the_run_is_warned_about(in_tmp: Path) -> None:
+    spec = make_spec("ppo", max_frame=400)
+    spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 200}
+    path = write_spec_file(in_tmp / "s.json", {NAME: spec})
+    result = invoke(["check", str(path)])
+    assert result.exit_code == 0 and result.stdout == f"ok: {NAME}\n"
+    assert result.stderr.strip().endswith(
+        "agent.net.lr_scheduler_spec.frame: 200 is shorter than env.max_frame 400: the lr stops falling at frame 200; drop frame to follow max_frame"
+    )
+
+
+# -- resuming ----------------------------------------------------------------------------------
+def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    assert invoke(["run", str(path), NAME, "dev"]).exit_code == 0
+    [run_dir] = run_dirs(in_tmp / "data")
+    result = invoke(["run", str(path), NAME, f"train@{run_dir}"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: {run_dir} is finished (max_frame 400); pass --max-frame to train it further"
+    ]
+    result = invoke(["run", str(path), NAME, f"train@{run_dir}", "--max-frame", "600"])
+    assert result.exit_code == 0, result.stderr
+    assert "trial_metrics: frame:6.00e+02" in result.stdout
+    assert read_session_df(run_dir)["frame"].tolist() == [100, 200, 300, 400, 500, 600]
+    assert record(run_dir)["env"]["max_frame"] == 600
+    assert len(list((run_dir / "info").glob("*_session_df.csv"))) == 1  # still the dev run's one
+
+
+def test_resume_elsewhere_says_which_spec_it_uses(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    assert invoke(["run", str(path), NAME, "dev", "--max-frame", "200"]).exit_code == 0
+    [run_dir] = run_dirs(in_tmp / "data")
+    other = write_spec_file(in_tmp / "other.json", {"other": make_spec("ppo")})
+    result = invoke(["run", str(other), "other", f"train@{run_dir}", "--max-frame", "300"])
+    assert result.exit_code == 0, result.stderr
+    assert f"train@{run_dir} uses the spec recorded in {run_dir} ({NAME}), not" in result.stderr
+
+
+def test_resume_refuses_sets(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    assert invoke(["run", str(path), NAME, "dev", "--max-frame", "200"]).exit_code == 0
+    [run_dir] = run_dirs(in_tmp / "data")
+    result = invoke(["run", str(path), NAME, f"train@{run_dir}", "-s", "agent.algorithm.gamma=0.5"])
+    assert result.exit_code == 2
+    assert "-s, --sessions and --seed do not apply" in result.stderr
+
+
+# -- conveniences ------------------------------------------------------------------------------
+def test_a_file_with_one_spec_needs_no_name_and_a_mode_can_follow_the_file(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    result = invoke(["run", str(path), "train", "--max-frame", "200", "--sessions", "1"])
+    assert result.exit_code == 0, result.stderr
+    assert record(run_dirs(in_tmp / "data")[0])["run_info"]["mode"] == "train"
+    two = write_spec_file(in_tmp / "two.json", {"a": make_spec("ppo"), "b": make_spec("ppo")})
+    result = invoke(["run", str(two)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: {two} holds 2 specs (a, b); name the one to run: slm-lab run {two} SPEC_NAME"
+    ]
+
+
+def test_enjoy_picks_a_session_and_latest(in_tmp: Path) -> None:
+    path = spec_file(in_tmp)
+    args = ["run", str(path), NAME, "train", "--max-frame", "200", "--sessions", "2"]
+    assert invoke(args).exit_code == 0
+    for mode, session in (("enjoy@latest", "1"), ("enjoy@latest", "0")):
+        result = invoke(["run", str(path), NAME, mode, "--session", session, "--episodes", "2"])
+        assert result.exit_code == 0, result.stderr
+        assert f"_t0_s{session}_ckpt-" in result.stdout
+    result = invoke(["run", str(path), NAME, "enjoy@latest", "--episodes", "0"])
+    assert (result.exit_code, result.stderr) == (2, "error: --episodes 0: must be >= 1\n")
+
+
+def test_render_without_a_display_is_one_line(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(var, raising=False)
+    result = invoke(["run", str(spec_file(in_tmp)), NAME, "dev", "--render"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --render needs a display")
+    assert not (in_tmp / "data").exists()
+
+
+def test_version_and_short_help() -> None:
+    assert invoke(["--version"]).stdout == "slm-lab 6.0.0\n"
+    assert "Usage: " in invoke(["-h"]).stdout and "Usage: " in invoke(["run", "-h"]).stdout
+
+
+def test_check_suggests_a_shipped_spec_file(in_tmp: Path) -> None:
+    result = invoke(["check", "ppo_cartpole.json"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith("did you mean benchmark/ppo/ppo_cartpole.json?")
+
+
+# -- Ctrl-C and SIGTERM ------------------------------------------------------------------------
+STOP_SPEC = "ppo_stop"
+STOP_FRAMES = 1500
+STOP_TIMEOUT_S = 120
+
+
+def stop_spec_file(directory: Path, sessions: int, frames: int) -> Path:
+    spec = make_spec("ppo", max_frame=frames, max_session=sessions, random_seed=11)
+    return write_spec_file(directory / "stop.json", {STOP_SPEC: spec})
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [SLM_LAB, *args, "--log-level", "WARNING"],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        start_new_session=True,  # its own process group, as a terminal's job is
+    )
+
+
+def wait_for_rows(run_root: Path, sessions: int, rows: int) -> None:
+    """Until every session has written `rows` checkpoint rows."""
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        csvs = list(run_root.glob("*/info/*_session_df.csv"))
+        if len(csvs) == sessions and all(len(p.read_text().splitlines()) > rows for p in csvs):
+            return
+        time.sleep(0.1)
+    raise TimeoutError("the run did not reach its checkpoints")
+
+
+def stop_line(err: str, path: Path, run_dir: Path, frames: int) -> int:
+    """The run's last stderr line says where it stopped and how to resume; the frame."""
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("stopped at frame ") and line.endswith(
+        f"every session saved; resume with: slm-lab run {path} {STOP_SPEC} train@{run_dir}"
+    ), line
+    frame = int(line.split()[3])
+    assert 0 < frame < frames
+    return frame
+
+
+def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A terminal's Ctrl-C reaches the job: the run saves where it is, says how to resume, and
+    the resumed run ends with the same rows as one never stopped (one session: it runs in the
+    CLI's own process)."""
+    path = stop_spec_file(in_tmp, sessions=1, frames=STOP_FRAMES)
+    stopped = start(["run", str(path), STOP_SPEC, "train", "--data-dir", "b"], in_tmp)
+    wait_for_rows(in_tmp / "b", sessions=1, rows=3)
+    os.killpg(stopped.pid, signal.SIGINT)
+    _, err = stopped.communicate(timeout=STOP_TIMEOUT_S)
+    assert stopped.returncode == 130, err
+    [run_b] = run_dirs(in_tmp / "b")
+    frame = stop_line(err, path, run_b.relative_to(in_tmp), STOP_FRAMES)
+    state = torch.load(
+        run_b / "model" / f"{STOP_SPEC}_t0_s0_ckpt-latest_state.pt", weights_only=True
+    )
+    assert state["env"]["clock"]["frame"] == frame  # saved where it stopped
+    resumed = invoke(["run", str(path), STOP_SPEC, f"train@{run_b}"])
+    assert resumed.exit_code == 0, resumed.stderr
+    unbroken = invoke(["run", str(path), STOP_SPEC, "train", "--data-dir", "a"])
+    assert unbroken.exit_code == 0, unbroken.stderr
+    [run_a] = run_dirs(in_tmp / "a")
+    df_a = read_session_df(run_a).drop(columns=TIMING_COLUMNS)
+    df_b = read_session_df(run_b).drop(columns=TIMING_COLUMNS)
+    assert len(df_a) == STOP_FRAMES // 100
+    pd.testing.assert_frame_equal(df_a, df_b)
+
+
+def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
+    """`kill` of the trial's process alone: it passes the signal on to its two session
+    processes, and each saves its full state at the frame it stopped at."""
+    frames = 100 * STOP_FRAMES  # far more than runs before the signal
+    path = stop_spec_file(tmp_path, sessions=2, frames=frames)
+    stopped = start(["run", str(path), STOP_SPEC, "train"], tmp_path)
+    wait_for_rows(tmp_path / "data", sessions=2, rows=3)
+    os.kill(stopped.pid, signal.SIGTERM)
+    _, err = stopped.communicate(timeout=STOP_TIMEOUT_S)
+    assert stopped.returncode == 143, err
+    [run_dir] = run_dirs(tmp_path / "data")
+    stop_line(err, path, run_dir.relative_to(tmp_path), frames)
+    for s in (0, 1):
+        state = torch.load(
+            run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True
+        )
+        assert state["env"]["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
+        assert not (run_dir / "info" / f"{STOP_SPEC}_t0_s{s}_session_metrics.json").exists()
