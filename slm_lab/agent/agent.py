@@ -1,8 +1,10 @@
 """Agent: an algorithm (with its nets and memory) and the metrics it reports."""
 
+import contextlib
 import copy
 import math
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -53,6 +55,25 @@ class Agent:
         """Act greedily-or-as-trained for evaluation: schedules at their end values, no updates."""
         self.algorithm.eval_mode = True
         self.algorithm.update_schedules()
+
+    @contextlib.contextmanager
+    def evaluating(self, env: VecEnv, greedy: bool) -> Iterator[None]:
+        """Within the block the agent acts on `env` for evaluation: schedules at their end values,
+        updates ignored, greedy actions when `greedy`. On exit it is back to training: the env
+        it acts on, its action policy and the schedules' values at the clock's frame."""
+        algorithm = self.algorithm
+        train_env, action_policy = algorithm.env, algorithm.action_policy
+        algorithm.env = env  # what acting without a net (Random) samples from
+        if greedy:
+            algorithm.action_policy = "greedy"
+        algorithm.eval_mode = True
+        algorithm.update_schedules()
+        try:
+            yield
+        finally:
+            algorithm.env, algorithm.action_policy = train_env, action_policy
+            algorithm.eval_mode = False
+            algorithm.update_schedules()
 
     def nonfinite_param(self) -> str | None:
         """The name of a parameter with a non-finite value, if any (a dev-mode check)."""

@@ -311,6 +311,8 @@ def run(
     from slm_lab.experiment.analysis import format_metrics
 
     typer.echo(f"trial_metrics: {format_metrics(metrics)}")
+    if trial.eval_metrics is not None:
+        typer.echo(f"trial_metrics_eval: {format_metrics(trial.eval_metrics)}")
     typer.echo(f"run folder: {run_dir}")
 
 

@@ -112,8 +112,12 @@ class VecEnv:
         self.vec.action_space.seed(seed)
         self._obs: np.ndarray | None = None
 
-    def reset(self) -> np.ndarray:
-        obs, _ = self.vec.reset(seed=self.seed)
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Start every sub-env's episode. `seed` reseeds the sub-envs (seed + i) and the action
+        space; by default the sub-envs take the env's own seed and the action space goes on."""
+        if seed is not None:
+            self.vec.action_space.seed(seed)
+        obs, _ = self.vec.reset(seed=self.seed if seed is None else seed)
         self._obs = self.obs_norm(obs)
         return self._obs
 

@@ -23,8 +23,20 @@ class MetaConfig(Config):
     log_frequency: int = key(
         DEFAULT_LOG_FREQUENCY, "frames between checkpoints (a metrics row, graphs, files)", gt=0
     )
-    eval_frequency: int | None = key(None, "frames between evaluations", gt=0)
-    rigorous_eval: int | None = key(None, "episodes per evaluation", ge=0)
+    eval_frequency: int | None = key(
+        None,
+        "frames between evaluations (null: log_frequency); without rigorous_eval > 0 there are none",
+        gt=0,
+    )
+    rigorous_eval: int | None = key(
+        None,
+        "episodes per evaluation, run on a separate env without training (null or 0: no evaluation)",
+        ge=0,
+    )
+    eval_greedy: bool = key(
+        False,
+        "evaluation acts greedily (discrete: argmax; continuous: the mean) instead of sampling",
+    )
     max_session: int = key(1, "sessions (seeds) of a trial, run in parallel", gt=0)
     max_trial: int = key(1, "trials of a search", gt=0)
     search_resources: dict[str, Any] | None = key(None, "{cpu, gpu} per search trial")
@@ -33,6 +45,13 @@ class MetaConfig(Config):
     )
     random_seed: int | None = key(None, "the run's seed (null: drawn and recorded)", ge=0)
     num_threads: int = key(1, "torch threads per session process", gt=0)
+
+    @property
+    def eval_every(self) -> int | None:
+        """Frames between evaluations, or None when the run has none."""
+        if not self.rigorous_eval:
+            return None
+        return self.eval_frequency or self.log_frequency
 
     def check(self, path: str) -> None:
         if self.distributed in ("shared", "synced"):

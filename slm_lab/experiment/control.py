@@ -2,10 +2,12 @@
 
 A session's loop: act -> env.step -> agent.update -> checkpoint every `log_frequency` frames.
 A checkpoint adds a metrics row, logs the progress line, writes TensorBoard scalars and appends
-the row to the session CSV. The latest and best checkpoint files are written atomically at most
-every SAVE_INTERVAL_S seconds and at the end: at log_frequency 500 a write per checkpoint cost
-more than the training on small nets. Resume restarts from the last write and replays
-deterministically, so the rows it produces are the same.
+the row to the session CSV. With `meta.rigorous_eval`, checkpoints also fall every
+`eval_frequency` frames to run an evaluation (experiment/evaluation.py), whose rows are logged
+and written the same way, to their own CSV. The latest and best checkpoint files are written
+atomically at most every SAVE_INTERVAL_S seconds and at the end: at log_frequency 500 a write
+per checkpoint cost more than the training on small nets. Resume restarts from the last write
+and replays deterministically, so the rows it produces are the same.
 """
 
 import math
@@ -28,6 +30,7 @@ from slm_lab.agent.net.config import env_seq_len
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.vec_env import VecEnv
 from slm_lab.experiment import analysis, stop
+from slm_lab.experiment.evaluation import Evaluation
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
@@ -38,6 +41,7 @@ ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training sessi
 SAVE_INTERVAL_S = (
     10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
 )
+EVAL_SUFFIX = "_eval"  # the evaluation's metrics and graphs: the training ones' names + this
 PROGRESS_KEYS = (
     "frame",
     "fps",
@@ -87,6 +91,30 @@ def ckpt_paths(run_dir: Path, pre: str, tag: str) -> tuple[Path, Path]:
     )
 
 
+class RowsCsv:
+    """A CSV file of rows, kept open while a session appends to them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: Any = None
+
+    def append(self, rows: list[dict[str, float]]) -> None:
+        """Write the last of `rows`; the first call (re)writes the file from all of them (after
+        a resume the file may hold rows past the state the session resumed from)."""
+        if self.file is None:
+            io.write_text(analysis.csv_text(rows), self.path)
+            self.file = open(self.path, "a")  # noqa: SIM115  (kept open for the session)
+            return
+        self.file.write(analysis.csv_text(rows[-1:], header=False))
+        self.file.flush()
+
+    def close(self, rows: list[dict[str, float]]) -> None:
+        if self.file is None:  # resumed after the last row: none was appended
+            io.write_text(analysis.csv_text(rows), self.path)
+        else:
+            self.file.close()
+
+
 class Session:
     def __init__(
         self,
@@ -115,13 +143,21 @@ class Session:
         torch.set_num_threads(threads)  # after the flush: pool threads start with it set
         self.env, self.agent = build(spec, self.seed, render)
         self.tracker = MetricsTracker(self.env, self.agent)
+        self.evaluation = (
+            Evaluation(spec, self.env, self.agent, self.seed)
+            if spec.meta.eval_every is not None
+            else None
+        )
         self.best = -math.inf
         self.best_model: dict[str, Any] | None = (
             None  # snapshot of the best weights, not yet written
         )
-        self.next_ckpt = self.log_frequency
+        self.next_row = self.log_frequency
+        self.next_ckpt = self.next_checkpoint()
         self.last_save = time.monotonic()
-        self.csv_file: Any = None
+        info_dir = run_dir / "info"
+        self.csv = RowsCsv(info_dir / f"{self.prefix}_session_df.csv")
+        self.eval_csv = RowsCsv(info_dir / f"{self.prefix}_eval_df.csv")
         self.writer: Any = None  # TensorBoard's SummaryWriter, made at the first checkpoint
         self.baseline = baseline_of(spec.env)
 
@@ -152,8 +188,9 @@ class Session:
             "env": self.env.state_dict(),
             "tracker": self.tracker.state_dict(),
             "rng": rng_state(),
-            "next_ckpt": self.next_ckpt,
+            "next_row": self.next_row,
             "best": self.best,
+            "evaluation": None if self.evaluation is None else self.evaluation.state_dict(),
         }
         io.save_torch(state, state_path)
         self.last_save = time.monotonic()
@@ -167,7 +204,10 @@ class Session:
         self.agent.load_state_dict(state["agent"])
         self.tracker.load_state_dict(state["tracker"])
         set_rng_state(state["rng"])
-        self.next_ckpt, self.best = state["next_ckpt"], state["best"]
+        self.next_row, self.best = state["next_row"], state["best"]
+        if self.evaluation is not None:
+            self.evaluation.load_state_dict(state["evaluation"])
+        self.next_ckpt = self.next_checkpoint()
         if not exact:
             self.agent.episodes_restarted()
         logger.info(
@@ -176,7 +216,24 @@ class Session:
         )
         return True
 
+    def next_checkpoint(self) -> int:
+        """The frame of the next metrics row or evaluation, whichever comes first."""
+        if self.evaluation is None:
+            return self.next_row
+        return min(self.next_row, self.evaluation.next_frame)
+
     def checkpoint(self) -> None:
+        """The metrics row and the evaluation due at this frame (both at the end of the run)."""
+        frame, done = self.env.clock.frame, self.env.done()
+        if frame >= self.next_row or done:
+            self.add_row()
+        if self.evaluation is not None and (frame >= self.evaluation.next_frame or done):
+            self.evaluate()
+        self.next_ckpt = self.next_checkpoint()
+        if done or time.monotonic() - self.last_save >= SAVE_INTERVAL_S:
+            self.save()
+
+    def add_row(self) -> None:
         row = self.tracker.add_row()
         logger.info(
             f"{self.prefix} | "
@@ -186,35 +243,36 @@ class Session:
                 if k in row and not (isinstance(row[k], float) and math.isnan(row[k]))
             )
         )
+        writer = self.tb_writer()
+        for k, v in row.items():
+            if isinstance(v, int | float) and not math.isnan(v):
+                writer.add_scalar(k, v, row["frame"])
+        self.csv.append(self.tracker.rows)
+        if self.dev:
+            self.dev_check_params()
+        self.next_row = (self.env.clock.frame // self.log_frequency + 1) * self.log_frequency
+        if not math.isnan(row["total_reward"]) and row["total_reward"] > self.best:
+            self.best = row["total_reward"]
+            self.best_model = self.model_snapshot()
+
+    def evaluate(self) -> None:
+        row = self.evaluation.run()
+        logger.info(
+            f"{self.prefix} | eval | frame:{row['frame']} | episodes:{self.evaluation.episodes}"
+            f" | total_reward:{row['total_reward']:.4g} | total_reward_ma:{row['total_reward_ma']:.4g}"
+        )
+        writer = self.tb_writer()
+        for k in ("total_reward", "total_reward_ma"):
+            writer.add_scalar(f"eval/{k}", row[k], row["frame"])
+        self.eval_csv.append(self.evaluation.rows)
+
+    def tb_writer(self) -> Any:
         if self.writer is None:
             # tensorboard loads at the first checkpoint, so the env starts stepping sooner
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "log" / "tb" / self.prefix))
-        for k, v in row.items():
-            if isinstance(v, int | float) and not math.isnan(v):
-                self.writer.add_scalar(k, v, row["frame"])
-        self.append_csv(row)
-        if self.dev:
-            self.dev_check_params()
-        self.next_ckpt = (self.env.clock.frame // self.log_frequency + 1) * self.log_frequency
-        if not math.isnan(row["total_reward"]) and row["total_reward"] > self.best:
-            self.best = row["total_reward"]
-            self.best_model = self.model_snapshot()
-        if self.env.done() or time.monotonic() - self.last_save >= SAVE_INTERVAL_S:
-            self.save()
-
-    def df_path(self) -> Path:
-        return self.run_dir / "info" / f"{self.prefix}_session_df.csv"
-
-    def append_csv(self, row: dict[str, float]) -> None:
-        """Append a row; the first call (re)writes the file from all rows so far (after a resume)."""
-        if self.csv_file is None:
-            io.write_text(analysis.csv_text(self.tracker.rows), self.df_path())
-            self.csv_file = open(self.df_path(), "a")  # noqa: SIM115  (kept open for the session)
-            return
-        self.csv_file.write(analysis.csv_text([row], header=False))
-        self.csv_file.flush()
+        return self.writer
 
     # -- dev-mode checks ---------------------------------------------------------------------
     def dev_check_step(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
@@ -254,11 +312,11 @@ class Session:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        if self.csv_file is None:  # resumed after the last checkpoint: no row was appended
-            io.write_text(analysis.csv_text(self.tracker.rows), self.df_path())
-        else:
-            self.csv_file.close()
+        self.csv.close(self.tracker.rows)
         self.env.close()
+        if self.evaluation is not None:
+            self.eval_csv.close(self.evaluation.rows)
+            self.evaluation.close()
 
     def stop(self) -> None:
         """Save the full state at this step and stop (a Ctrl-C or SIGTERM asked for it)."""
@@ -268,15 +326,29 @@ class Session:
         raise stop.SessionStopped(self.env.clock.frame)
 
     def finish(self) -> dict[str, float]:
-        table = analysis.rows_table(self.tracker.rows)
-        metrics = analysis.session_metrics(table, self.baseline)
-        io.write_json(metrics, self.run_dir / "info" / f"{self.prefix}_session_metrics.json")
-        analysis.plot_session(
-            table, self.prefix, self.run_dir / "graph" / f"{self.prefix}_session_graph.png"
-        )
+        """Session metrics and graphs; the evaluation's first, as the training metrics file
+        marks the session finished (a resumed trial keeps it)."""
+        if self.evaluation is not None:
+            metrics = self.analyze(self.evaluation.rows, EVAL_SUFFIX)
+            logger.info(
+                f"{self.prefix} session_metrics{EVAL_SUFFIX}: {analysis.format_metrics(metrics)}"
+            )
+        metrics = self.analyze(self.tracker.rows, "")
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         logger.info(
             f"{self.prefix} session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}"
+        )
+        return metrics
+
+    def analyze(self, rows: list[dict[str, float]], suffix: str) -> dict[str, float]:
+        """Write the session metrics and graph of `rows` (training's, or with EVAL_SUFFIX the
+        evaluation's); returns the metrics."""
+        table = analysis.rows_table(rows)
+        metrics = analysis.session_metrics(table, self.baseline)
+        pre = self.prefix
+        io.write_json(metrics, self.run_dir / "info" / f"{pre}_session_metrics{suffix}.json")
+        analysis.plot_session(
+            table, pre + suffix, self.run_dir / "graph" / f"{pre}_session_graph{suffix}.png"
         )
         return metrics
 
@@ -342,6 +414,7 @@ class Trial:
         self.errors: dict[int, str] = {}  # session index -> its error's last line
         self.stopped: dict[int, int] = {}  # session index -> the frame it saved and stopped at
         self.stop_signal: int | None = None  # the signal that stopped the run
+        self.eval_metrics: dict[str, float] | None = None  # the evaluations' trial metrics
 
     def run(self) -> dict[str, float] | None:
         """The trial metrics; None when no session completed (see `errors`) or the run was
@@ -409,17 +482,28 @@ class Trial:
             logger.warning(
                 f"{pre}: {len(sessions)} of {self.max_session} sessions completed; trial metrics cover those"
             )
+        if self.spec.meta.eval_every is not None:
+            self.eval_metrics = self.write_metrics(sessions, "eval_df", EVAL_SUFFIX)
+            logger.info(
+                f"{pre} trial_metrics{EVAL_SUFFIX}: {analysis.format_metrics(self.eval_metrics)}"
+            )
+        return self.write_metrics(sessions, "session_df", "")
+
+    def write_metrics(self, sessions: list[int], df_name: str, suffix: str) -> dict[str, float]:
+        """Trial metrics and graph over the sessions' `df_name` CSVs (session_df: training,
+        eval_df: evaluation), in info/ and graph/ and copied to the run folder."""
+        pre = prefix(self.spec, self.trial)
         dfs = [
             analysis.read_csv(
-                self.run_dir / "info" / f"{prefix(self.spec, self.trial, s)}_session_df.csv"
+                self.run_dir / "info" / f"{prefix(self.spec, self.trial, s)}_{df_name}.csv"
             )
             for s in sessions
         ]
         metrics = analysis.trial_metrics(dfs, baseline_of(self.spec.env))
-        metrics_path = self.run_dir / "info" / f"{pre}_trial_metrics.json"
+        metrics_path = self.run_dir / "info" / f"{pre}_trial_metrics{suffix}.json"
         io.write_json(metrics, metrics_path)
-        graph_path = self.run_dir / "graph" / f"{pre}_trial_graph.png"
-        analysis.plot_trial(dfs, pre, graph_path)
+        graph_path = self.run_dir / "graph" / f"{pre}_trial_graph{suffix}.png"
+        analysis.plot_trial(dfs, pre + suffix, graph_path)
         shutil.copy(metrics_path, self.run_dir / metrics_path.name)
         shutil.copy(graph_path, self.run_dir / graph_path.name)
         return metrics

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -27,7 +28,7 @@ from conftest import (
 )
 
 from slm_lab.agent.algorithm.base import Algorithm
-from slm_lab.experiment import control
+from slm_lab.experiment import analysis, control
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
@@ -191,10 +192,8 @@ def test_same_seed_gives_same_rows(run_a: tuple[Path, Path], workdir: Path) -> N
     assert df_a["loss"].notna().all()
 
 
-def test_interrupted_run_resumes_to_the_same_data(
-    run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    spec_file, dir_a = run_a
+def run_until_killed(spec_file: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A dev run in the working directory, stopped at STOP_FRAME; returns its folder."""
     update = Algorithm.update  # every algorithm's update reaches it
 
     def update_until_killed(self: Algorithm, *args: object) -> None:
@@ -202,14 +201,22 @@ def test_interrupted_run_resumes_to_the_same_data(
             raise Interrupted
         update(self, *args)
 
+    before = set(run_dirs(Path("data")))
+    with monkeypatch.context() as m, pytest.raises(Interrupted):
+        m.setattr(Algorithm, "update", update_until_killed)
+        # write the state at every checkpoint (checkpoint files are otherwise rate-limited)
+        m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
+        invoke(["run", str(spec_file), name, "dev"])
+    return new_run(before)
+
+
+def test_interrupted_run_resumes_to_the_same_data(
+    run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec_file, dir_a = run_a
     with contextlib.chdir(workdir):
         before = set(run_dirs(Path("data")))
-        with monkeypatch.context() as m, pytest.raises(Interrupted):
-            m.setattr(Algorithm, "update", update_until_killed)
-            # write the state at every checkpoint (checkpoint files are otherwise rate-limited)
-            m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
-            invoke(["run", str(spec_file), RUN_NAME, "dev"])
-        dir_b = new_run(before)
+        dir_b = run_until_killed(spec_file, RUN_NAME, monkeypatch)
         partial = read_session_df(dir_b)
         assert partial["frame"].tolist() == [100, 200, 300]
         state = torch.load(
@@ -258,6 +265,147 @@ def test_enjoy_writes_its_own_folder(run_a: tuple[Path, Path], workdir: Path) ->
         f"enjoy: 3 episodes | mean_return:{out['mean_return']:.2f} | std_return:"
     )
     assert snapshot(dir_a) == before_files
+
+
+# -- evaluation during training: run_a's spec with evaluations -------------------------------
+EVAL_NAME = "ppo_eval"
+EVAL_EPISODES = 3  # over 2 envs: 1 episode of the first, 2 of the second
+EVAL_FREQUENCY = 250
+EVAL_FRAMES = [250, 500, 600]  # every 250 frames and at the end
+EVAL_COLUMNS = ["frame", "t", "epi", "opt_step", "wall_t", "total_reward", "total_reward_ma"]
+
+
+def eval_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df.drop(columns=["wall_t"])
+
+
+def read_eval_df(run_dir: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(run_dir / "info" / f"{name}_t0_s0_eval_df.csv")
+
+
+@pytest.fixture(scope="module")
+def run_eval(workdir: Path) -> tuple[Path, Path, str]:
+    """run_a's spec with evaluations, finished: (spec file, run folder, stdout)."""
+    spec = make_spec("ppo", max_frame=RUN_FRAMES, random_seed=123)
+    spec["meta"].update(rigorous_eval=EVAL_EPISODES, eval_frequency=EVAL_FREQUENCY)
+    spec_file = write_spec_file(workdir / "eval_spec.json", {EVAL_NAME: spec})
+    with contextlib.chdir(workdir):
+        before = set(run_dirs(Path("data")))
+        result = invoke(["run", str(spec_file), EVAL_NAME, "dev"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        run_dir = new_run(before)
+    return spec_file, run_dir, result.stdout
+
+
+def test_evaluation_leaves_the_training_rows_as_they_are(
+    run_a: tuple[Path, Path], run_eval: tuple[Path, Path, str]
+) -> None:
+    _, dir_a = run_a
+    _, dir_e, _ = run_eval
+    pd.testing.assert_frame_equal(
+        frame_rows(read_session_df(dir_a)), frame_rows(read_session_df(dir_e))
+    )
+    # run_a's spec sets eval_frequency without rigorous_eval: no evaluation
+    assert not [p for p in dir_a.rglob("*") if "eval" in p.name]
+
+
+def test_evaluation_rows_metrics_logs_and_graphs(run_eval: tuple[Path, Path, str]) -> None:
+    spec_file, run_dir, stdout = run_eval
+    df = read_eval_df(run_dir, EVAL_NAME)
+    assert list(df.columns[: len(EVAL_COLUMNS)]) == EVAL_COLUMNS
+    assert df["frame"].tolist() == EVAL_FRAMES
+    assert df["t"].tolist() == [f // 2 for f in EVAL_FRAMES]
+    # CartPole scores 1 a step: the returns of an evaluation's episodes sum to a whole number
+    sums = df["total_reward"] * EVAL_EPISODES
+    assert np.allclose(sums, sums.round()) and (sums >= EVAL_EPISODES).all()
+    assert df["total_reward_ma"].tolist() == pytest.approx(df["total_reward"].expanding().mean())
+    # where a training row falls at the same frame, the clock and the agent's metrics agree
+    train = read_session_df(run_dir).set_index("frame")
+    for col in ("epi", "opt_step", "loss", "lr", "entropy"):
+        assert (
+            df.set_index("frame").loc[[500, 600], col].tolist()
+            == train.loc[[500, 600], col].tolist()
+        )
+
+    baseline = control.baseline_of(load(json.loads(spec_file.read_text())[EVAL_NAME]).env)
+    table = analysis.read_csv(run_dir / "info" / f"{EVAL_NAME}_t0_s0_eval_df.csv")
+    info = run_dir / "info"
+    session = json.loads((info / f"{EVAL_NAME}_t0_s0_session_metrics_eval.json").read_text())
+    assert session == pytest.approx(analysis.session_metrics(table, baseline), nan_ok=True)
+    trial = json.loads((info / f"{EVAL_NAME}_t0_trial_metrics_eval.json").read_text())
+    assert trial == pytest.approx(analysis.trial_metrics([table], baseline), nan_ok=True)
+    assert json.loads((run_dir / f"{EVAL_NAME}_t0_trial_metrics_eval.json").read_text()) == (
+        pytest.approx(trial, nan_ok=True)
+    )
+    assert f"trial_metrics_eval: {format_metrics(trial)}" in stdout.splitlines()
+    for graph in (
+        f"graph/{EVAL_NAME}_t0_s0_session_graph_eval.png",
+        f"graph/{EVAL_NAME}_t0_trial_graph_eval.png",
+        f"{EVAL_NAME}_t0_trial_graph_eval.png",
+    ):
+        assert (run_dir / graph).read_bytes()[:4] == PNG_MAGIC
+
+    log = (run_dir / "log" / f"{EVAL_NAME}_t0_s0.log").read_text()
+    assert [
+        line.split(" | eval | ", 1)[1] for line in log.splitlines() if " | eval | " in line
+    ] == [
+        f"frame:{f} | episodes:{EVAL_EPISODES} | total_reward:{r:.4g} | total_reward_ma:{ma:.4g}"
+        for f, r, ma in zip(EVAL_FRAMES, df["total_reward"], df["total_reward_ma"], strict=True)
+    ]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "log" / "tb" / f"{EVAL_NAME}_t0_s0"))
+    events.Reload()
+    for key in ("total_reward", "total_reward_ma"):
+        scalars = events.Scalars(f"eval/{key}")
+        assert [e.step for e in scalars] == EVAL_FRAMES
+        assert [e.value for e in scalars] == pytest.approx(df[key].tolist(), rel=1e-6)
+
+
+def test_interrupted_run_with_evaluation_resumes_to_the_same_eval_rows(
+    run_eval: tuple[Path, Path, str], workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec_file, dir_a, _ = run_eval
+    with contextlib.chdir(workdir):
+        dir_b = run_until_killed(spec_file, EVAL_NAME, monkeypatch)
+        assert read_eval_df(dir_b, EVAL_NAME)["frame"].tolist() == [250]
+        state = torch.load(
+            next((dir_b / "model").glob("*_ckpt-latest_state.pt")), weights_only=True
+        )
+        assert state["env"]["clock"]["frame"] == 300
+        assert [r["frame"] for r in state["evaluation"]["rows"]] == [250]
+        result = invoke(["run", str(spec_file), EVAL_NAME, f"train@{dir_b}"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+    pd.testing.assert_frame_equal(
+        eval_rows(read_eval_df(dir_a, EVAL_NAME)), eval_rows(read_eval_df(dir_b, EVAL_NAME))
+    )
+    pd.testing.assert_frame_equal(
+        frame_rows(read_session_df(dir_a)), frame_rows(read_session_df(dir_b))
+    )
+    name = f"{EVAL_NAME}_t0_trial_metrics_eval.json"
+    assert json.loads((dir_b / name).read_text()) == pytest.approx(
+        json.loads((dir_a / name).read_text()), nan_ok=True
+    )
+
+
+def test_random_evaluates_every_log_frequency_by_default(in_tmp: Path) -> None:
+    """eval_frequency null: an evaluation at each checkpoint. Random acts by sampling the action
+    space: the training env's draws stay the same."""
+    with_eval, without = make_spec("random"), make_spec("random")
+    with_eval["meta"].update(rigorous_eval=2, eval_frequency=None)
+    without["meta"]["rigorous_eval"] = 0
+    spec_file = write_spec_file(in_tmp / "spec.json", {"with": with_eval, "without": without})
+    dirs = {}
+    for name in ("with", "without"):
+        before = set(run_dirs(Path("data")))
+        result = invoke(["run", str(spec_file), name, "dev"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        dirs[name] = new_run(before)
+    assert read_eval_df(dirs["with"], "with")["frame"].tolist() == FRAMES
+    assert not list((dirs["without"] / "info").glob("*eval*"))
+    pd.testing.assert_frame_equal(
+        frame_rows(read_session_df(dirs["with"])), frame_rows(read_session_df(dirs["without"]))
+    )
 
 
 def test_session_seeds_give_disjoint_env_seeds() -> None:

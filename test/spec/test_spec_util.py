@@ -178,6 +178,10 @@ def test_bad_input_raises_spec_error(case: str, tmp_path: Path) -> None:
             "agent.net.critic_optim_spec.lr: must be > 0, got -0.1",
         ),
         ({"meta.max_sesion": 2}, "meta.max_sesion: unknown key; did you mean max_session?"),
+        ({"meta.rigorous_eval": -1}, "meta.rigorous_eval: must be >= 0, got -1"),
+        ({"meta.eval_frequency": 0}, "meta.eval_frequency: must be > 0, got 0"),
+        ({"meta.eval_greedy": "yes"}, "meta.eval_greedy: expected bool, got 'yes'"),
+        ({"meta.rigorous_eval": 0, "meta.eval_frequency": 500}, None),
     ],
 )
 def test_more_validation(changes: dict, fragment: str | None, tmp_path: Path) -> None:

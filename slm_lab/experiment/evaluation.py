@@ -1,0 +1,133 @@
+"""Evaluation runs during training: `meta.rigorous_eval` whole episodes every
+`meta.eval_frequency` frames (default: log_frequency) and at the end of the run.
+
+An evaluation plays on an env of its own, built from the spec's env section (at most
+rigorous_eval sub-envs, no reward transforms: it measures raw returns), with its observation
+normalizer frozen at the training normalizer's statistics. The agent acts in evaluation mode
+(`Agent.evaluating`): schedules at their end values, no memory writes, no training, greedy
+actions when `meta.eval_greedy`. Its row: where the training clock stood, `total_reward` the mean
+return of its episodes, `total_reward_ma` the mean of total_reward over the last 100
+evaluations, and the agent's metrics as the training row has them.
+
+Training goes on exactly as without evaluation: the global RNG states (torch, CUDA, numpy,
+Python) are restored afterwards and the training env is never stepped. Each evaluation seeds its
+env and torch from the session's seed and its frame, so it is a function of the weights, the
+observation statistics and the frame: a resumed run repeats it, and only the rows need saving.
+"""
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from slm_lab.agent.agent import Agent, MetricsTracker, rng_state, set_rng_state
+from slm_lab.agent.net.config import env_seq_len
+from slm_lab.env.vec_env import VecEnv
+from slm_lab.spec.schema import Spec
+
+# seeds evaluations apart from the sessions (SeedSequence([base, trial, session])): a trial
+# index never reaches it
+EVAL_KEY = 0x4556414C  # "EVAL"
+
+
+def evaluation_seed(session_seed: int, frame: int) -> int:
+    """The seed of the evaluation a session runs at `frame` (its env's sub-envs and torch)."""
+    return int(np.random.SeedSequence([session_seed, EVAL_KEY, frame]).generate_state(1)[0])
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """torch seeded with `seed` inside the block; every global RNG state as before it after."""
+    saved = rng_state()
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        set_rng_state(saved)
+
+
+class Evaluation:
+    """A session's evaluations: `run()` when `next_frame` is reached; `rows` keeps them."""
+
+    def __init__(self, spec: Spec, env: VecEnv, agent: Agent, session_seed: int) -> None:
+        """For a spec with evaluations (`spec.meta.eval_every` set), beside the session's
+        training env and agent."""
+        self.frequency = spec.meta.eval_every
+        self.episodes = spec.meta.rigorous_eval
+        self.greedy = spec.meta.eval_greedy
+        self.train_env, self.agent = env, agent
+        self.session_seed = session_seed
+        config = dataclasses.replace(
+            spec.env,
+            num_envs=min(spec.env.num_envs, self.episodes),
+            reward_scale=None,
+            normalize_reward=False,
+            clip_reward=None,
+        )
+        seed = evaluation_seed(session_seed, 0)  # each evaluation reseeds it
+        with seeded(seed):  # whatever building the env draws from the global RNGs
+            self.env = VecEnv(
+                config, seed, spec.agent.algorithm.gamma, seq_len=env_seq_len(spec.agent.net)
+            )
+        self.env.obs_norm.update_running_mean = False
+        self.rows: list[dict[str, float]] = []
+        self.next_frame = self.frequency
+
+    def run(self) -> dict[str, float]:
+        """Evaluate at the training clock's frame; returns the new row."""
+        clock = self.train_env.clock
+        row: dict[str, float] = {
+            "frame": clock.frame,
+            "t": clock.t,
+            "epi": clock.epi,
+            "opt_step": clock.opt_step,
+            "wall_t": clock.wall_t,
+        }
+        metrics = self.agent.metrics()  # before evaluation mode sets the schedules' end values
+        rms, own = self.train_env.obs_norm.rms, self.env.obs_norm.rms
+        if rms is not None:
+            own.mean, own.var, own.count = rms.mean.copy(), rms.var.copy(), rms.count
+        seed = evaluation_seed(self.session_seed, clock.frame)
+        with seeded(seed), self.agent.evaluating(self.env, self.greedy):
+            total_reward = float(self.play(seed).mean())
+        recent = [r["total_reward"] for r in self.rows[-(MetricsTracker.MA_WINDOW - 1) :]]
+        row["total_reward"] = total_reward
+        row["total_reward_ma"] = float(np.mean([*recent, total_reward]))
+        row.update(metrics)
+        self.rows.append(row)
+        self.next_frame = (clock.frame // self.frequency + 1) * self.frequency
+        return row
+
+    def play(self, seed: int) -> np.ndarray:
+        """The returns of `self.episodes` whole episodes from a reset with `seed`, each sub-env
+        playing its share: sub-env i counts its first (episodes + i) // num_envs episodes and no
+        more (counting whichever episodes end first would favour short ones)."""
+        env, act = self.env, self.agent.act
+        targets = (self.episodes + np.arange(env.num_envs)) // env.num_envs
+        counts = np.zeros(env.num_envs, dtype=int)
+        episode_returns = np.zeros(env.num_envs)
+        returns = []
+        env.reset(seed)
+        while (counts < targets).any():
+            t = env.step(act(env.obs))
+            episode_returns += t.rewards
+            dones = t.terminateds | t.truncateds
+            if dones.any():
+                counted = dones & (counts < targets)
+                returns.append(episode_returns[counted])
+                counts += counted
+                episode_returns[dones] = 0.0
+        return np.concatenate(returns)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows": [dict(r) for r in self.rows], "next_frame": self.next_frame}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rows = [dict(r) for r in state["rows"]]
+        self.next_frame = state["next_frame"]
+
+    def close(self) -> None:
+        self.env.close()
