@@ -4,8 +4,10 @@
 file is what the declarations say.
 """
 
+import json
 from dataclasses import fields
 
+from slm_lab import SPEC_DIR
 from slm_lab.agent.algorithm.config import ALGORITHM_CONFIGS
 from slm_lab.agent.memory.config import MEMORY_CONFIGS, SILMemoryConfig
 from slm_lab.agent.net.config import (
@@ -66,6 +68,67 @@ def algorithm_section() -> list[str]:
     return lines
 
 
+# one shipped benchmark spec per algorithm family: (file under slm_lab/spec, spec name, what it shows)
+EXAMPLES = [
+    (
+        "benchmark/reinforce/reinforce_cartpole.json",
+        "reinforce_cartpole",
+        "REINFORCE: Monte-Carlo policy gradient with an on-policy episode memory.",
+    ),
+    (
+        "benchmark/a2c/a2c_gae_cartpole.json",
+        "a2c_gae_cartpole",
+        "A2C with GAE (`lam`), separate actor and critic nets with their own optimizers (`actor_`/`critic_` keys).",
+    ),
+    (
+        "benchmark/ppo/ppo_cartpole.json",
+        "ppo_cartpole",
+        "PPO: `time_horizon` steps from each env per batch, `training_epoch` passes of `minibatch_size`, clip and entropy schedules.",
+    ),
+    (
+        "benchmark/sil/ppo_sil_cartpole.json",
+        "ppo_sil_cartpole",
+        "PPO with self-imitation: the memory section also holds the self-imitation replay's keys.",
+    ),
+    (
+        "benchmark/sarsa/sarsa_cartpole.json",
+        "sarsa_cartpole",
+        "SARSA: on-policy TD with an epsilon-greedy schedule (`explore_var_spec`).",
+    ),
+    (
+        "benchmark/dqn/ddqn_per_cartpole.json",
+        "ddqn_per_cartpole",
+        "Double DQN with prioritized replay; the target net's keys (`update_type`, `update_frequency`) sit in the net section.",
+    ),
+    (
+        "benchmark/sac/sac_pendulum.json",
+        "sac_pendulum",
+        "SAC for continuous actions: twin critics, polyak target critics, automatic entropy tuning.",
+    ),
+    (
+        "benchmark/crossq/crossq_pendulum.json",
+        "crossq_pendulum",
+        "CrossQ: SAC without target nets; the critics have their own `critic_net` section with batch renormalization.",
+    ),
+]
+
+
+def examples_section() -> list[str]:
+    lines = [
+        "## Worked examples",
+        "",
+        "One shipped benchmark spec per algorithm family (run any of them with "
+        "`slm-lab run slm_lab/spec/<file> <name> train`; the benchmarks' results are in "
+        "docs/BENCHMARKS.md).",
+        "",
+    ]
+    for file, name, what in EXAMPLES:
+        spec = json.loads((SPEC_DIR / file).read_text())[name]
+        lines += [f"### {name} (`slm_lab/spec/{file}`)", "", what, "", "```json"]
+        lines += [json.dumps(spec, indent=2), "```", ""]
+    return lines
+
+
 def render() -> str:
     out = [HEADER]
     out += [
@@ -122,6 +185,7 @@ def render() -> str:
         "",
         *table(MetaConfig),
         "",
+        *examples_section(),
     ]
     return "\n".join(out)
 
