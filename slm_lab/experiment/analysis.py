@@ -43,6 +43,10 @@ SESSION_METRICS = (
     "stability",
 )
 TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
+COUNTER_COLUMNS = ("frame", "t", "epi", "opt_step")  # a row's integer counts
+RETURN_COLUMNS = ("total_reward", "total_reward_ma")
+# a value of another column (a loss, lr, entropy, ...) prints as .3g within [min, max), else .2e
+PLAIN_RANGE = (1e-3, 1e3)
 GRAPH_COLUMNS = ("loss", "entropy", "explore_var", "lr")  # the session graph's panels under returns
 
 
@@ -173,6 +177,42 @@ def format_metrics(metrics: dict[str, float]) -> str:
             else f"{k}:{v:.2e}"
         )
     return " | ".join(parts)
+
+
+def format_duration(seconds: float) -> str:
+    """`45s`, `1m05s`, `2h03m`."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def format_value(column: str, v: float) -> str:
+    """A row value as the progress line prints it, by the kind of column."""
+    if column in COUNTER_COLUMNS:
+        return f"{int(v):,}"
+    if column == "fps":
+        return f"{v:,.0f}"
+    if column == "wall_t":
+        return format_duration(v)
+    if column in RETURN_COLUMNS:
+        return f"{v:.2f}"
+    lo, hi = PLAIN_RANGE
+    return f"{v:.3g}" if v == 0 or lo <= abs(v) < hi else f"{v:.2e}"
+
+
+def progress_line(row: Mapping[str, float], max_frame: int) -> str:
+    """A checkpoint row as one log line, `12% eta 1m05s | frame:12,000 | ...`: every column
+    but those without a value (NaN); the ETA is at the run's frames per second so far."""
+    frame, wall_t = row["frame"], row["wall_t"]
+    eta = wall_t * (max_frame - frame) / frame
+    head = f"{100 * int(frame) // max_frame}% eta {format_duration(eta)}"
+    values = [f"{k}:{format_value(k, v)}" for k, v in row.items() if not math.isnan(v)]
+    return " | ".join([head, *values])
 
 
 # -- graphs ----------------------------------------------------------------------------------

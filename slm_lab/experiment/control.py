@@ -38,18 +38,6 @@ ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training sessi
 SAVE_INTERVAL_S = (
     10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
 )
-PROGRESS_KEYS = (
-    "frame",
-    "fps",
-    "total_reward",
-    "total_reward_ma",
-    "loss",
-    "lr",
-    "entropy",
-    "explore_var",
-    "clip_eps",
-    "entropy_coef",
-)
 
 
 def session_seed(base: int, trial: int, session: int) -> int:
@@ -99,13 +87,18 @@ class Session:
         render: bool = False,
         threads: int = 1,
     ) -> None:
+        self.seed = session_seed(spec.meta.random_seed, trial, session)
+        # the first line of a session, before the slow part (env processes, nets) starts
+        logger.info(
+            f"building env {spec.env.name} x{spec.env.num_envs} and agent "
+            f"{spec.agent.algorithm.name} (seed {self.seed})"
+        )
         self.spec = spec
         self.run_dir = run_dir
         self.trial, self.index = trial, session
         self.prefix = prefix(spec, trial, session)
         self.dev = dev
         self.resume = resume
-        self.seed = session_seed(spec.meta.random_seed, trial, session)
         self.log_frequency = spec.meta.log_frequency
         # Flush denormal floats to zero. Adam's moment estimates of weights whose gradient stays
         # zero (dead ReLU units) decay into the denormal range, where x86 arithmetic is many times
@@ -171,21 +164,14 @@ class Session:
         if not exact:
             self.agent.episodes_restarted()
         logger.info(
-            f"{self.prefix} resumed at frame {self.env.clock.frame}"
+            f"resumed at frame {self.env.clock.frame}"
             + ("" if exact else " (env simulation state is native: episodes in progress restart)")
         )
         return True
 
     def checkpoint(self) -> None:
         row = self.tracker.add_row()
-        logger.info(
-            f"{self.prefix} | "
-            + " | ".join(
-                f"{k}:{row[k]:.4g}"
-                for k in PROGRESS_KEYS
-                if k in row and not (isinstance(row[k], float) and math.isnan(row[k]))
-            )
-        )
+        logger.info(analysis.progress_line(row, self.env.max_frame))
         if self.writer is None:
             # tensorboard loads at the first checkpoint, so the env starts stepping sooner
             from torch.utils.tensorboard import SummaryWriter
@@ -264,7 +250,7 @@ class Session:
         )
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         logger.info(
-            f"{self.prefix} session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}"
+            f"session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}"
         )
         return metrics
 
@@ -285,22 +271,24 @@ def run_session(
     log_level: str,
     own_process: bool,
 ) -> dict[str, float]:
-    """Run one session: in its own process (`own_process`, a parallel trial) or in the caller's."""
+    """Run one session: in its own process (`own_process`, a parallel trial) or in the caller's.
+
+    Its log lines carry its tag (the prefix, e.g. `ppo_cartpole_t0_s1`), which the messages
+    therefore leave out."""
     pre = prefix(spec, trial, session)
-    tag = pre if not dev else ""
     if own_process:
-        log_setup.setup(log_level, tag=tag)
+        log_setup.setup(log_level, tag=pre)
     else:
-        log_setup.set_tag(tag)
+        log_setup.set_tag(pre)
     sink = log_setup.add_file(str(Path(run_dir) / "log" / f"{pre}.log"), log_level)
     try:
         done_path = Path(run_dir) / "info" / f"{pre}_session_metrics.json"
         if resume and done_path.exists():
-            logger.info(f"{pre} already finished; keeping its results")
+            logger.info("already finished; keeping its results")
             return io.read_json(done_path)
         return Session(spec, Path(run_dir), trial, session, dev, resume, render, threads).run()
     except Exception as e:  # the traceback to the logs, one line to the console and the caller
-        logger.opt(exception=e).bind(file_only=True).error(f"{pre} failed")
+        logger.opt(exception=e).bind(file_only=True).error("failed")
         raise SessionFailed(log_setup.last_line(e)) from None
     finally:
         log_setup.remove(sink)

@@ -14,8 +14,11 @@ import torch
 from conftest import (
     SMALL_NET,
     TIMING_COLUMNS,
+    check_progress_lines,
     invoke,
     make_algorithm,
+    progress_lines,
+    progress_values,
     read_session_df,
     run_dirs,
     write_spec_file,
@@ -429,6 +432,8 @@ def test_smoke_dev_run(algo_name: str, env_name: str, in_tmp: Path) -> None:
     assert df["alpha"].iloc[0] == pytest.approx(1.0, abs=2e-3)
     assert abs(last["alpha"] - 1.0) > 0.02
     assert df["total_reward"].notna().all()
+    check_progress_lines(result.stderr, f"{name}_t0_s0", df)
+    assert all("alpha" in progress_values(line) for line in progress_lines(result.stderr))
 
 
 RESUME_FRAMES = 600

@@ -1,12 +1,19 @@
 """Session and trial metrics on tiny hand-built dataframes, worked by hand with SLM Lab v5's
-formulas (slm_lab/experiment/analysis.py upstream)."""
+formulas (slm_lab/experiment/analysis.py upstream); the progress line's format."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from slm_lab.experiment.analysis import consistency, format_metrics, session_metrics, trial_metrics
+from slm_lab.experiment.analysis import (
+    consistency,
+    format_duration,
+    format_metrics,
+    progress_line,
+    session_metrics,
+    trial_metrics,
+)
 
 BASELINE = 10.0
 
@@ -151,3 +158,49 @@ def test_format_metrics_line() -> None:
         line
         == "frame:2.00e+05 | total_reward_ma:499.70 | sample_efficiency:1.23e-03 | consistency:nan"
     )
+
+
+def test_progress_line_formats_each_kind_and_leaves_nan_out() -> None:
+    row = {
+        "frame": 12000,
+        "t": 3000,
+        "epi": 150,
+        "opt_step": 1200,
+        "wall_t": 10.0,
+        "fps": 1234.4,
+        "total_reward": 45.678,
+        "total_reward_ma": math.nan,  # left out
+        "loss": 0.012345,
+        "lr": 0.0003,
+        "entropy": 0.6931,
+        "alpha": 1234.5,
+        "clip_frac": 0.0,
+    }
+    # 12,000 frames in 10 s: 88,000 more take 73.3 s
+    assert progress_line(row, 100_000) == (
+        "12% eta 1m13s | frame:12,000 | t:3,000 | epi:150 | opt_step:1,200 | wall_t:10s"
+        " | fps:1,234 | total_reward:45.68 | loss:0.0123 | lr:3.00e-04 | entropy:0.693"
+        " | alpha:1.23e+03 | clip_frac:0"
+    )
+
+
+def test_progress_line_at_the_end() -> None:
+    row = {"frame": 400, "t": 200, "epi": 9, "opt_step": 24, "wall_t": 3725.0, "fps": 0.4}
+    assert progress_line(row, 400) == (
+        "100% eta 0s | frame:400 | t:200 | epi:9 | opt_step:24 | wall_t:1h02m | fps:0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.0, "0s"),
+        (59.4, "59s"),
+        (59.6, "1m00s"),
+        (65.0, "1m05s"),
+        (3599.6, "1h00m"),
+        (7380, "2h03m"),
+    ],
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text

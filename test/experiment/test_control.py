@@ -18,6 +18,7 @@ import pytest
 import torch
 from conftest import (
     TIMING_COLUMNS,
+    check_progress_lines,
     invoke,
     load,
     make_spec,
@@ -25,6 +26,7 @@ from conftest import (
     run_dirs,
     write_spec_file,
 )
+from loguru import logger
 
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.experiment import control
@@ -106,6 +108,7 @@ def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
         assert math.isnan(last["loss"])
     else:
         assert math.isfinite(last["loss"]) and math.isfinite(last["entropy"]) and last["lr"] == 1e-3
+    check_progress_lines(result.stderr, f"{name}_t0_s0", df)
 
 
 def test_train_two_sessions_through_console_script(tmp_path: Path) -> None:
@@ -281,3 +284,24 @@ def test_session_flushes_denormals(tmp_path: Path) -> None:
         assert (denormal * 1.0).item() == 0.0
     finally:
         torch.set_flush_denormal(False)
+
+
+def test_session_logs_a_line_before_building_its_env_and_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages: list[str] = []
+    sink = logger.add(lambda m: messages.append(m.record["message"]), level="INFO")
+    logged_before_build: list[list[str]] = []
+    build = control.build
+
+    def recording_build(*args: object, **kwargs: object) -> object:
+        logged_before_build.append(list(messages))
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(control, "build", recording_build)
+    try:
+        control.Session(load({**make_spec("ppo"), "name": "ppo"}), tmp_path, trial=0, session=0)
+    finally:
+        logger.remove(sink)
+    seed = control.session_seed(42, 0, 0)
+    assert logged_before_build == [[f"building env CartPole-v1 x2 and agent PPO (seed {seed})"]]
