@@ -90,6 +90,13 @@ def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     return (x - x.mean()) / (x.std() + eps)
 
 
+def explained_variance(v_preds: torch.Tensor, v_targets: torch.Tensor) -> torch.Tensor:
+    """1 - Var[V_target - V] / Var[V_target]: 1 for a perfect critic, 0 for one no better than
+    a constant, negative for a worse one; NaN when the targets do not vary."""
+    var_targets = v_targets.var()
+    return torch.where(var_targets > 0, 1.0 - (v_targets - v_preds).var() / var_targets, torch.nan)
+
+
 class RunningMeanStd:
     """Running mean/variance (parallel Welford) of a scalar stream, as a torch state."""
 

@@ -4,6 +4,8 @@ Every env step the transitions go to the replay memory. From `training_start_ste
 once the memory holds a batch, a training call runs every `training_frequency` frames:
 `training_iter` batches are sampled, each used for `training_batch_iter` gradient steps
 (`train_batch`). A prioritized memory gets its new priorities after each step (`td_errors`).
+The loss and `STATS` of a training call are their means over its steps, read from the device
+once per call.
 """
 
 import math
@@ -32,16 +34,20 @@ class OffPolicy(Algorithm):
 
     def train(self) -> float:
         self.last_train_frame = self.clock.frame
-        losses = []
+        steps = []
         for _ in range(self.config.training_iter):
             batch = self.memory.sample(self.device)
             for _ in range(self.config.training_batch_iter):
-                losses.append(self.train_batch(batch))
-        finite = [x for x in losses if math.isfinite(x)]  # a skipped (non-finite) step reports NaN
-        return sum(finite) / len(finite) if finite else math.nan
+                steps.append(self.train_batch(batch))
+        with torch.no_grad():
+            values = torch.stack([torch.stack(list(step.values())) for step in steps])
+            # a skipped (non-finite) step, or a value a step did not measure, is left out
+            means = values.where(values.isfinite(), math.nan).nanmean(0)
+        return self.record(**dict(zip(steps[0], means.unbind(), strict=True)))
 
-    def train_batch(self, batch: Batch) -> float:
-        """One gradient step on a sampled batch; returns the loss."""
+    def train_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One gradient step on a sampled batch; returns its loss and `STATS` (NaN: not
+        measured at this step)."""
         raise NotImplementedError
 
     @staticmethod
