@@ -9,6 +9,9 @@ Conventions shared by every function here:
   observation), so truncation bootstraps and termination does not.
 """
 
+import math
+from collections.abc import Iterable
+
 import torch
 
 PERCENTILE_SCALE_QUANTILES = (0.05, 0.95)  # DreamerV3's low and high percentiles
@@ -88,6 +91,12 @@ def calc_nstep_returns(
 
 def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     return (x - x.mean()) / (x.std() + eps)
+
+
+def finite_mean(values: Iterable[float]) -> float:
+    """The mean of the finite values; NaN when there is none."""
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
 
 
 def explained_variance(v_preds: torch.Tensor, v_targets: torch.Tensor) -> torch.Tensor:

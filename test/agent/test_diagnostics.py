@@ -1,17 +1,14 @@
 """The diagnostics a training call adds to the metrics row, checked by hand: PPO's approx_kl and
-clip_frac, explained_variance of a critic that explains nothing, minibatch averages, and one
-host read per training call."""
+clip_frac, explained_variance of a critic that explains nothing, PPO's averages over its
+minibatches, and one read from the device per training call."""
 
 import math
-import statistics
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 from conftest import make_algorithm, make_spec
 
-from slm_lab.agent.algorithm import ppo
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.ppo import approx_kl, clip_frac
 
@@ -70,32 +67,45 @@ def test_a2c_explained_variance_of_a_critic_that_explains_nothing() -> None:
     assert math.isfinite(algo.stats["policy_loss"]) and math.isfinite(algo.stats["value_loss"])
 
 
-def recording(fn: Callable[..., torch.Tensor], values: list[float]) -> Callable[..., torch.Tensor]:
-    def wrapped(*args: torch.Tensor) -> torch.Tensor:
-        out = fn(*args)
-        values.append(out.item())
-        return out
-
-    return wrapped
+def row_index(table: torch.Tensor, rows: torch.Tensor) -> list[int]:
+    """Where each of `rows` is in `table` (CartPole observations are distinct floats)."""
+    return [int((table == row).all(1).nonzero()[0]) for row in rows]
 
 
-def test_ppo_diagnostics_are_means_over_the_minibatches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """2 epochs of 2 minibatches (4 + 6 of a batch of 10), a large lr so that later minibatches
-    clip: the row has the mean of the 4 minibatches' values."""
+def test_ppo_ratio_diagnostics_cover_every_minibatch_sample() -> None:
+    """2 epochs of 2 minibatches (4 and 6 of a batch of 10), a large lr so that later
+    minibatches clip: approx_kl and clip_frac are over the 20 samples the minibatches trained
+    on, recomputed here from each minibatch's log-probs and the old ones."""
     torch.manual_seed(0)
     algo = build("ppo", num_envs=1, time_horizon=10, minibatch_size=4, training_epoch=2)
     for optim in algo.optims:
         for group in optim.param_groups:
             group["lr"] = 0.1
     fill(algo)
-    seen: dict[str, list[float]] = {"approx_kl": [], "clip_frac": []}
-    monkeypatch.setattr(ppo, "approx_kl", recording(approx_kl, seen["approx_kl"]))
-    monkeypatch.setattr(ppo, "clip_frac", recording(clip_frac, seen["clip_frac"]))
+    forwards: list[list[torch.Tensor]] = []  # [obs, log_probs]: the old pass, then minibatches
+    pdparam_value, log_prob_entropy = algo.nets.pdparam_value, algo.log_prob_entropy
+
+    def recording_pdparam_value(obs: torch.Tensor) -> Any:
+        forwards.append([obs])
+        return pdparam_value(obs)
+
+    def recording_log_prob_entropy(*args: Any) -> Any:
+        log_probs, entropy = log_prob_entropy(*args)
+        forwards[-1].append(log_probs.detach())
+        return log_probs, entropy
+
+    algo.nets.pdparam_value = recording_pdparam_value
+    algo.log_prob_entropy = recording_log_prob_entropy
     algo.train()
-    assert [len(v) for v in seen.values()] == [4, 4]
-    assert seen["clip_frac"][0] == 0.0 and max(seen["clip_frac"]) > 0.0
-    for name, values in seen.items():
-        assert algo.stats[name] == pytest.approx(statistics.mean(values), rel=1e-6)
+    (old_obs, old_log_probs), *minibatches = forwards
+    assert [len(obs) for obs, _ in minibatches] == [4, 6, 4, 6]
+    log_ratios = torch.cat(
+        [log_probs - old_log_probs[row_index(old_obs, obs)] for obs, log_probs in minibatches]
+    )
+    ratios = log_ratios.exp()
+    kl = ((ratios - 1) - log_ratios).mean().item()
+    assert algo.stats["approx_kl"] == pytest.approx(kl, rel=1e-5)
+    assert algo.stats["clip_frac"] == ((ratios - 1).abs() > EPS).float().mean().item() > 0.0
 
 
 @pytest.mark.parametrize("algo", ["reinforce", "a2c_gae", "ppo"])

@@ -149,14 +149,18 @@ class Algorithm:
 
     def record(self, loss: torch.Tensor, **stats: torch.Tensor) -> float:
         """Keep a training call's `STATS` for the metrics row and return its loss, read from
-        the device in one sync. A NaN value (nothing measured this call, e.g. SAC's actor
-        values between `policy_delay` steps) keeps the last one."""
+        the device together, in one sync."""
         with torch.no_grad():
             loss_value, *values = torch.stack([loss, *stats.values()]).tolist()
-        for name, v in zip(stats, values, strict=True):
+        return self.keep_stats(loss_value, dict(zip(stats, values, strict=True)))
+
+    def keep_stats(self, loss: float, stats: dict[str, float]) -> float:
+        """Keep `stats` for the metrics row and return `loss`. A NaN value (nothing measured
+        this call, e.g. SAC's actor values between `policy_delay` steps) keeps the last one."""
+        for name, v in stats.items():
             if not math.isnan(v):
                 self.stats[name] = v
-        return loss_value
+        return loss
 
     @property
     def lr(self) -> float:

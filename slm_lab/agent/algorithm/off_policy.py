@@ -8,7 +8,6 @@ The loss and `STATS` of a training call are their means over its steps, read fro
 once per call.
 """
 
-import math
 from typing import Any
 
 import torch
@@ -17,6 +16,7 @@ from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.config import OffPolicyConfig
 from slm_lab.agent.memory.base import Batch
 from slm_lab.agent.net import net_util
+from slm_lab.lib.math_util import finite_mean
 
 
 class OffPolicy(Algorithm):
@@ -39,11 +39,13 @@ class OffPolicy(Algorithm):
             batch = self.memory.sample(self.device)
             for _ in range(self.config.training_batch_iter):
                 steps.append(self.train_batch(batch))
-        with torch.no_grad():
-            values = torch.stack([torch.stack(list(step.values())) for step in steps])
-            # a skipped (non-finite) step, or a value a step did not measure, is left out
-            means = values.where(values.isfinite(), math.nan).nanmean(0)
-        return self.record(**dict(zip(steps[0], means.unbind(), strict=True)))
+        names = list(steps[0])  # "loss", then STATS
+        with torch.no_grad():  # one read from the device for the whole call
+            values = torch.stack([v for step in steps for v in step.values()])
+            rows = values.view(len(steps), len(names)).tolist()
+        # a skipped (non-finite) step, or a value a step did not measure, is left out
+        loss, *means = (finite_mean(column) for column in zip(*rows, strict=True))
+        return self.keep_stats(loss, dict(zip(names[1:], means, strict=True)))
 
     def train_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step on a sampled batch; returns its loss and `STATS` (NaN: not

@@ -20,11 +20,13 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
        loss = policy_loss - entropy_coef * H + val_loss_coef * val_loss
      stopping early when the approximate KL, E[(ratio - 1) - log ratio] over the epoch's last
      minibatch, passes `target_kl` (if set).
-The metrics row has, averaged over the call's minibatches, loss, policy_loss, value_loss
-(val_loss), entropy, approx_kl (E[(ratio - 1) - log ratio], as CleanRL) and clip_frac (the
-fraction of samples whose ratio the clip moved, |ratio - 1| > eps); and explained_variance,
-1 - Var[V_target - V] / Var[V_target] over the batch with the V it was collected with (as
-CleanRL and Stable-Baselines3 report it).
+The metrics row has loss, policy_loss, value_loss (val_loss) and entropy averaged over the
+call's minibatches; approx_kl (E[(ratio - 1) - log ratio], as CleanRL) and clip_frac (the
+fraction of samples whose ratio the clip moved, |ratio - 1| > eps) over every sample of those
+minibatches (the same average when they are of one size; the ratios are kept and reduced once
+per call, cheaper than a reduction per minibatch); and
+explained_variance, 1 - Var[V_target - V] / Var[V_target] over the batch with the V it was
+collected with (as CleanRL and Stable-Baselines3 report it).
 """
 
 from typing import Any
@@ -40,8 +42,6 @@ from slm_lab.lib.schedule import VarScheduler
 
 DEFAULT_CLIP_EPS = 0.2  # the clip range without a clip_eps_spec (Schulman et al. 2017)
 PERCENTILE_EMA_DECAY = 0.99  # DreamerV3's
-# measured on each minibatch, in the order of the tensor train_actor_critic stacks them
-MINIBATCH_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
 
 
 def minibatch_idxs(
@@ -67,7 +67,14 @@ def clip_frac(ratios: torch.Tensor, clipped_ratios: torch.Tensor) -> torch.Tenso
 
 class PPO(ActorCritic):
     config: PPOConfig
-    STATS = (*MINIBATCH_STATS, "explained_variance")
+    STATS = (
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "approx_kl",
+        "clip_frac",
+        "explained_variance",
+    )
 
     def init_nets(self) -> None:
         super().init_nets()
@@ -106,7 +113,8 @@ class PPO(ActorCritic):
         eps = self.clip_eps.val
         ent_coef = self.entropy_coef.val
         batch_size = obs.shape[0]
-        mb_stats = []  # per minibatch: loss, then MINIBATCH_STATS
+        mb_losses = []  # per minibatch: [loss, policy_loss, val_loss, entropy]
+        mb_ratios = []  # per minibatch: (ratios, clipped_ratios, log_ratios)
         for _ in range(config.training_epoch):
             for idx in minibatch_idxs(batch_size, config.minibatch_size, self.device):
                 mean, log_std, v_preds = self.nets.pdparam_value(obs[idx])
@@ -130,14 +138,24 @@ class PPO(ActorCritic):
                 loss = policy_loss - ent_coef * entropy + config.val_loss_coef * val_loss
                 self.optimize(loss)
                 with torch.no_grad():
-                    kl, frac = approx_kl(ratios, log_ratios), clip_frac(ratios, clipped_ratios)
-                    mb_stats.append(torch.stack([loss, policy_loss, val_loss, entropy, kl, frac]))
-            if config.target_kl is not None and kl.item() > config.target_kl:
-                break
-        loss, *means = torch.stack(mb_stats).mean(0).unbind()
+                    mb_losses.append(torch.stack([loss, policy_loss, val_loss, entropy]))
+                mb_ratios.append((ratios.detach(), clipped_ratios.detach(), log_ratios.detach()))
+            if config.target_kl is not None:
+                with torch.no_grad():
+                    if approx_kl(ratios, log_ratios).item() > config.target_kl:
+                        break
+        with torch.no_grad():
+            loss, policy_loss, val_loss, entropy = torch.stack(mb_losses).mean(0).unbind()
+            ratios, clipped_ratios, log_ratios = (
+                torch.cat(x) for x in zip(*mb_ratios, strict=True)
+            )
         return self.record(
             loss,
-            **dict(zip(MINIBATCH_STATS, means, strict=True)),
+            policy_loss=policy_loss,
+            value_loss=val_loss,
+            entropy=entropy,
+            approx_kl=approx_kl(ratios, log_ratios),
+            clip_frac=clip_frac(ratios, clipped_ratios),
             explained_variance=explained_variance(old_v_preds, v_targets),
         )
 
