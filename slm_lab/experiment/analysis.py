@@ -45,9 +45,12 @@ SESSION_METRICS = (
 TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
 COUNTER_COLUMNS = ("frame", "t", "epi", "opt_step")  # a row's integer counts
 RETURN_COLUMNS = ("total_reward", "total_reward_ma")
+CLOCK_COLUMNS = (*COUNTER_COLUMNS, "wall_t", "fps")  # not graphed over frames
+LOG_SCALE_DECADES = 2  # a positive loss spanning more decades than this is graphed on a log scale
+ONE_COLUMN_PANELS = 4  # more panels than this under the returns go into two columns
+PANEL_WIDTH, PANEL_HEIGHT = 8.0, 2.5  # inches
 # a value of another column (a loss, lr, entropy, ...) prints as .3g within [min, max), else .2e
 PLAIN_RANGE = (1e-3, 1e3)
-GRAPH_COLUMNS = ("loss", "entropy", "explore_var", "lr")  # the session graph's panels under returns
 
 
 # -- tables ----------------------------------------------------------------------------------
@@ -216,12 +219,11 @@ def progress_line(row: Mapping[str, float], max_frame: int) -> str:
 
 
 # -- graphs ----------------------------------------------------------------------------------
-def _figure(rows: int, height: float) -> Any:
+def _figure(width: float, height: float) -> Any:
     """A headless figure (no pyplot, no display): matplotlib loads here, when a run ends."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, height))
-    return fig, np.atleast_1d(fig.subplots(rows, 1, sharex=True))
+    return Figure(figsize=(width, height))
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -229,23 +231,54 @@ def _save(fig: Any, path: Path) -> None:
     io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
 
 
+def session_panels(table: Table) -> list[tuple[str, bool]]:
+    """The session graph's panels under the returns, as (column, log scale): every column but
+    the clock and the returns that has values and changes (a constant, such as an unscheduled
+    lr, says nothing over frames). A loss is on a log scale when it is positive and spans more
+    than LOG_SCALE_DECADES decades."""
+    panels = []
+    for c in table:
+        values = column(table, c)
+        values = values[~np.isnan(values)]
+        if c in CLOCK_COLUMNS or c in RETURN_COLUMNS or values.size == 0:
+            continue
+        lo, hi = values.min(), values.max()
+        if lo == hi:
+            continue
+        panels.append((c, c.endswith("loss") and lo > 0 and hi / lo > 10**LOG_SCALE_DECADES))
+    return panels
+
+
 def plot_session(table: Table, title: str, path: Path) -> None:
-    cols = [c for c in GRAPH_COLUMNS if c in table and not np.isnan(column(table, c)).all()]
-    fig, axes = _figure(1 + len(cols), 3 * (1 + len(cols)))
+    """The returns across the top, then a panel per `session_panels` column: one column of
+    panels, or two when there are more than ONE_COLUMN_PANELS."""
+    panels = session_panels(table)
+    cols = 1 if len(panels) <= ONE_COLUMN_PANELS else 2
+    rows = 1 + math.ceil(len(panels) / cols)
+    fig = _figure(PANEL_WIDTH * cols, PANEL_HEIGHT * rows)
+    grid = fig.add_gridspec(rows, cols)
     frames = column(table, "frame")
-    axes[0].plot(frames, column(table, "total_reward"), label="total_reward", alpha=0.5)
-    axes[0].plot(frames, column(table, "total_reward_ma"), label="total_reward_ma")
-    axes[0].legend()
-    axes[0].set_title(title)
-    for ax, c in zip(axes[1:], cols, strict=True):
+    top = fig.add_subplot(grid[0, :])
+    top.plot(frames, column(table, "total_reward"), label="total_reward", alpha=0.5)
+    top.plot(frames, column(table, "total_reward_ma"), label="total_reward_ma")
+    top.legend()
+    top.set_title(title)
+    for i, (c, log_scale) in enumerate(panels):
+        ax = fig.add_subplot(grid[1 + i // cols, i % cols], sharex=top)
         ax.plot(frames, column(table, c))
         ax.set_ylabel(c)
-    axes[-1].set_xlabel("frame")
+        if log_scale:
+            ax.set_yscale("log")
+        if i + cols >= len(panels):  # the lowest panel of its column
+            ax.set_xlabel("frame")
+    if not panels:
+        top.set_xlabel("frame")
     _save(fig, path)
 
 
 def plot_trial(tables: Sequence[Table], title: str, path: Path) -> None:
-    fig, axes = _figure(2, 7)
+    fig = _figure(PANEL_WIDTH, 7)
+    axes = fig.subplots(2, 1, sharex=True)
     for ax, col in zip(axes, ("total_reward", "total_reward_ma"), strict=True):
         frames, values = aligned(tables, col)
         mean, std = _nan_stats(values, ddof=0)

@@ -1,8 +1,12 @@
 """Session and trial metrics on tiny hand-built dataframes, worked by hand with SLM Lab v5's
-formulas (slm_lab/experiment/analysis.py upstream); the progress line's format."""
+formulas (slm_lab/experiment/analysis.py upstream); the progress line's format; the session
+graph's panels."""
 
 import math
+import struct
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -10,8 +14,10 @@ from slm_lab.experiment.analysis import (
     consistency,
     format_duration,
     format_metrics,
+    plot_session,
     progress_line,
     session_metrics,
+    session_panels,
     trial_metrics,
 )
 
@@ -204,3 +210,58 @@ def test_progress_line_at_the_end() -> None:
 )
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+NAN = math.nan
+CLOCK = {
+    "frame": [100, 200, 300],
+    "t": [50, 100, 150],
+    "epi": [1, 2, 3],
+    "opt_step": [1, 2, 3],
+    "wall_t": [1.0, 2.0, 3.0],
+    "fps": [100.0, 90.0, 110.0],
+    "total_reward": [10.0, 12.0, 15.0],
+    "total_reward_ma": [10.0, 11.0, 12.3],
+}
+
+
+def table(**columns: list[float]) -> dict[str, np.ndarray]:
+    return {k: np.array(v, dtype=float) for k, v in {**CLOCK, **columns}.items()}
+
+
+def test_session_panels_pick_changing_columns_and_log_scale_wide_positive_losses() -> None:
+    t = table(
+        loss=[100.0, 1.0, 0.5],  # positive, 200x: log
+        policy_loss=[-0.1, 0.2, 0.1],  # not positive: linear
+        actor_loss=[1.0, 100.0, 10.0],  # exactly two decades: linear
+        value_loss=[0.0, 1e3, 1e-2],  # a zero: linear
+        q_mean=[NAN, 1.0, 1e4],  # wide but not a loss: linear; its NaN (not measured yet) skipped
+        alpha_loss=[NAN, NAN, NAN],  # never measured: no panel
+        lr=[1e-3, 1e-3, 1e-3],  # constant: no panel
+    )
+    assert session_panels(t) == [
+        ("loss", True),
+        ("policy_loss", False),
+        ("actor_loss", False),
+        ("value_loss", False),
+        ("q_mean", False),
+    ]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:4] == b"\x89PNG"
+    return struct.unpack(">II", data[16:24])  # the IHDR chunk: width, height
+
+
+def test_session_graph_goes_to_two_columns_with_many_panels(tmp_path: Path) -> None:
+    few = {f"d{i}": [1.0, 2.0, 3.0] for i in range(4)}
+    many = {f"d{i}": [1.0, 2.0, 3.0] for i in range(8)}
+    plot_session(table(**few), "few", tmp_path / "few.png")
+    plot_session(table(**many), "many", tmp_path / "many.png")
+    (w_few, h_few), (w_many, h_many) = (
+        png_size(tmp_path / "few.png"),
+        png_size(tmp_path / "many.png"),
+    )
+    assert w_many == 2 * w_few  # two columns of panels
+    assert h_few == h_many  # 1 + 4 rows: returns, then 4 panels (one column) or 4 pairs (two)
