@@ -26,11 +26,14 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from slm_lab.lib import io
+
+if TYPE_CHECKING:  # vec_env imports torch; the metrics here need numpy only
+    from slm_lab.env.vec_env import FinishedEpisodes
 
 Table = Mapping[str, Any]  # column name -> array-like (a dict of numpy arrays, or a DataFrame)
 
@@ -66,6 +69,18 @@ def csv_text(rows: Sequence[Mapping[str, float]], header: bool = True) -> str:
     lines = [",".join(columns)] if header else []
     lines += [",".join(_csv_value(row.get(c, math.nan)) for c in columns) for row in rows]
     return "".join(line + "\n" for line in lines)
+
+
+EPISODES_HEADER = "frame,episode,return,length\n"
+
+
+def episodes_csv_text(episodes: Sequence["FinishedEpisodes"]) -> str:
+    """Rows of the episodes CSV (after EPISODES_HEADER): one per episode, oldest first."""
+    return "".join(
+        f"{e.frame},{e.first_index + i},{r!r},{n}\n"
+        for e in episodes
+        for i, (r, n) in enumerate(zip(e.returns.tolist(), e.lengths.tolist(), strict=True))
+    )
 
 
 def _csv_value(v: float) -> str:

@@ -2,10 +2,12 @@
 
 A session's loop: act -> env.step -> agent.update -> checkpoint every `log_frequency` frames.
 A checkpoint adds a metrics row, logs the progress line, writes TensorBoard scalars and appends
-the row to the session CSV. The latest and best checkpoint files are written atomically at most
+the row to the session CSV; session 0 also appends the episodes finished since the last
+checkpoint to its episodes CSV. The latest and best checkpoint files are written atomically at most
 every SAVE_INTERVAL_S seconds and at the end: at log_frequency 500 a write per checkpoint cost
 more than the training on small nets. Resume restarts from the last write and replays
-deterministically, so the rows it produces are the same.
+deterministically, so the rows it produces are the same; the episodes CSV is cut back to what
+it held at that write, and the replay appends the same rows again.
 """
 
 import math
@@ -108,6 +110,13 @@ class Session:
         torch.set_num_threads(threads)  # after the flush: pool threads start with it set
         self.env, self.agent = build(spec, self.seed, render)
         self.tracker = MetricsTracker(self.env, self.agent)
+        # session 0 writes every finished episode (frame, index, return, length)
+        self.episodes_path = (
+            run_dir / "info" / f"{self.prefix}_episodes.csv" if session == 0 else None
+        )
+        if self.episodes_path is not None:
+            self.env.record_episodes()
+        self.episodes_file: Any = None
         self.best = -math.inf
         self.best_model: dict[str, Any] | None = (
             None  # snapshot of the best weights, not yet written
@@ -147,6 +156,7 @@ class Session:
             "rng": rng_state(),
             "next_ckpt": self.next_ckpt,
             "best": self.best,
+            "episodes_csv_bytes": None if self.episodes_file is None else self.episodes_file.tell(),
         }
         io.save_torch(state, state_path)
         self.last_save = time.monotonic()
@@ -156,6 +166,8 @@ class Session:
         if not state_path.exists():
             return False
         state = io.load_torch(state_path)
+        if self.episodes_path is not None:
+            self.open_episodes_csv(state["episodes_csv_bytes"])
         exact = self.env.load_state_dict(state["env"])
         self.agent.load_state_dict(state["agent"])
         self.tracker.load_state_dict(state["tracker"])
@@ -181,6 +193,9 @@ class Session:
             if isinstance(v, int | float) and not math.isnan(v):
                 self.writer.add_scalar(k, v, row["frame"])
         self.append_csv(row)
+        if self.episodes_file is not None:
+            self.episodes_file.write(analysis.episodes_csv_text(self.env.pop_episodes()))
+            self.episodes_file.flush()
         if self.dev:
             self.dev_check_params()
         self.next_ckpt = (self.env.clock.frame // self.log_frequency + 1) * self.log_frequency
@@ -201,6 +216,15 @@ class Session:
             return
         self.csv_file.write(analysis.csv_text([row], header=False))
         self.csv_file.flush()
+
+    def open_episodes_csv(self, size: int | None = None) -> None:
+        """Open the episodes CSV for appending: a new one (its header), or on resume the one
+        there cut back to the `size` it had when the state was saved."""
+        if size is None:
+            io.write_text(analysis.EPISODES_HEADER, self.episodes_path)
+        else:
+            os.truncate(self.episodes_path, size)
+        self.episodes_file = open(self.episodes_path, "a")  # noqa: SIM115  (kept open for the session)
 
     # -- dev-mode checks ---------------------------------------------------------------------
     def dev_check_step(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
@@ -224,6 +248,8 @@ class Session:
     def run(self) -> dict[str, float]:
         if not (self.resume and self.load_latest()):
             self.env.reset()
+            if self.episodes_path is not None:
+                self.open_episodes_csv()
         agent, env = self.agent, self.env
         while not env.done():
             t = env.step(agent.act(env.obs))
@@ -238,6 +264,8 @@ class Session:
             io.write_text(analysis.csv_text(self.tracker.rows), self.df_path())
         else:
             self.csv_file.close()
+        if self.episodes_file is not None:
+            self.episodes_file.close()
         env.close()
         return self.finish()
 

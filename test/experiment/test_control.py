@@ -144,6 +144,10 @@ def test_train_two_sessions_through_console_script(tmp_path: Path) -> None:
     assert trial_line(proc.stdout) == f"trial_metrics: {format_metrics(trial)}"
     assert math.isfinite(trial["consistency"])
     df0, df1 = read_session_df(run_dir, 0), read_session_df(run_dir, 1)
+    # session 0 writes the episodes CSV, the others do not
+    assert [p.name for p in (run_dir / "info").glob("*_episodes.csv")] == [
+        f"{name}_t0_s0_episodes.csv"
+    ]
     assert df0["frame"].tolist() == df1["frame"].tolist() == FRAMES
     assert not df0["loss"].equals(df1["loss"])  # different seeds
     sessions = [
@@ -193,6 +197,30 @@ def new_run(before: set[Path]) -> Path:
     return run_dir.resolve()
 
 
+def episodes_csv(run_dir: Path) -> Path:
+    return run_dir / "info" / f"{RUN_NAME}_t0_s0_episodes.csv"
+
+
+def test_episodes_csv_lists_every_finished_episode(run_a: tuple[Path, Path]) -> None:
+    _, run_dir = run_a
+    episodes = pd.read_csv(episodes_csv(run_dir))
+    df = read_session_df(run_dir)
+    assert list(episodes.columns) == ["frame", "episode", "return", "length"]
+    assert episodes["episode"].tolist() == list(range(df["epi"].iloc[-1]))
+    # at each checkpoint, the episodes finished by then are its epi, and total_reward is the
+    # mean return of the last 100 of them
+    for _, row in df.iterrows():
+        finished = episodes[episodes["frame"] <= row["frame"]]
+        assert len(finished) == row["epi"]
+        assert finished["return"].tail(100).mean() == pytest.approx(row["total_reward"], rel=1e-12)
+    assert (episodes["return"] == episodes["length"]).all()  # CartPole: a reward of 1 a step
+    # 2 envs step together: an episode ends at an even frame; each env's episodes follow each
+    # other, so those finished cover at most the run's frames
+    assert (episodes["frame"] % 2 == 0).all() and episodes["frame"].is_monotonic_increasing
+    assert (episodes["length"] <= episodes["frame"] / 2).all()
+    assert episodes["length"].sum() <= RUN_FRAMES
+
+
 def test_same_seed_gives_same_rows(run_a: tuple[Path, Path], workdir: Path) -> None:
     spec_file, dir_a = run_a
     with contextlib.chdir(workdir):
@@ -239,10 +267,43 @@ def test_interrupted_run_resumes_to_the_same_data(
     pd.testing.assert_frame_equal(
         frame_rows(read_session_df(dir_a)), frame_rows(read_session_df(dir_b))
     )
+    assert episodes_csv(dir_b).read_text() == episodes_csv(dir_a).read_text()
     metrics_a = json.loads(next((dir_a / "info").glob("*_t0_trial_metrics.json")).read_text())
     metrics_b = json.loads(next((dir_b / "info").glob("*_t0_trial_metrics.json")).read_text())
     assert metrics_b == pytest.approx(metrics_a, nan_ok=True)
     assert trial_line(result.stdout) == f"trial_metrics: {format_metrics(metrics_b)}"
+
+
+def test_resume_rewrites_the_episodes_written_after_the_last_save(
+    run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state is saved at 100 and 200 but not at 300 (the run dies before that write
+    lands): the rows the checkpoint at 300 appended are cut on resume, and the replay from 200
+    appends them again, once."""
+    spec_file, dir_a = run_a
+    update, save = Algorithm.update, control.Session.save
+
+    def update_until_killed(self: Algorithm, *args: object) -> None:
+        if self.clock.frame >= STOP_FRAME:
+            raise Interrupted
+        update(self, *args)
+
+    def save_until_200(self: control.Session) -> None:
+        if self.env.clock.frame <= 200:
+            save(self)
+
+    with contextlib.chdir(workdir):
+        before = set(run_dirs(Path("data")))
+        with monkeypatch.context() as m, pytest.raises(Interrupted):
+            m.setattr(Algorithm, "update", update_until_killed)
+            m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
+            m.setattr(control.Session, "save", save_until_200)
+            invoke(["run", str(spec_file), RUN_NAME, "dev"])
+        dir_b = new_run(before)
+        assert pd.read_csv(episodes_csv(dir_b))["frame"].max() > 200  # written after the save
+        result = invoke(["run", str(spec_file), RUN_NAME, f"train@{dir_b}"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+    assert episodes_csv(dir_b).read_text() == episodes_csv(dir_a).read_text()
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, str]]:
