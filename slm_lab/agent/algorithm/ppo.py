@@ -20,13 +20,14 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
        loss = policy_loss - entropy_coef * H + val_loss_coef * val_loss
      stopping early when the approximate KL, E[(ratio - 1) - log ratio] over the epoch's last
      minibatch, passes `target_kl` (if set).
-The metrics row has loss, policy_loss, value_loss (val_loss) and entropy averaged over the
-call's minibatches; approx_kl (E[(ratio - 1) - log ratio], as CleanRL) and clip_frac (the
-fraction of samples whose ratio the clip moved, |ratio - 1| > eps) over every sample of those
-minibatches (the same average when they are of one size; the ratios are kept and reduced once
-per call, cheaper than a reduction per minibatch); and
-explained_variance, 1 - Var[V_target - V] / Var[V_target] over the batch with the V it was
-collected with (as CleanRL and Stable-Baselines3 report it).
+The metrics row has, for the training call:
+  loss, policy_loss, value_loss (val_loss), entropy: means over its minibatches
+  approx_kl = E[(ratio - 1) - log ratio] (as CleanRL) and clip_frac, the fraction of samples
+    whose ratio the clip moved (|ratio - 1| > eps): over every sample of its minibatches, the
+    same as the mean over minibatches of one size (the ratios are kept and reduced once per
+    call, cheaper than a reduction per minibatch)
+  explained_variance = 1 - Var[V_target - V] / Var[V_target] over the batch, V the values it
+    was collected with (as CleanRL and Stable-Baselines3 report it)
 """
 
 from typing import Any
