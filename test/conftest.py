@@ -178,6 +178,32 @@ def read_session_df(run_dir: Path, session: int = 0) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
+def progress_lines(log: str) -> list[str]:
+    """A run's progress lines, one per checkpoint, as logged: `<time> INFO <tag> | 25% eta 1s |
+    frame:100 | ...`."""
+    return [line for line in log.splitlines() if "% eta " in line]
+
+
+def progress_values(line: str) -> dict[str, str]:
+    """The `column:value` items of a progress line."""
+    _, _, *items = line.split(" | ")
+    return dict(item.split(":", 1) for item in items)
+
+
+def check_progress_lines(log: str, tag: str, df: pd.DataFrame) -> None:
+    """One line per checkpoint, after the building line: the session tag once, the percentage
+    done, and every column of the row that has a value (a NaN one left out)."""
+    lines = progress_lines(log)
+    [building] = [line for line in log.splitlines() if "building env" in line]
+    assert log.index(building) < log.index(lines[0])
+    assert [line.split(" | ")[1].split(" eta ")[0] for line in lines] == [
+        f"{100 * f // df['frame'].iloc[-1]}%" for f in df["frame"]
+    ]
+    assert all(line.count(tag) == 1 for line in lines)
+    for line, (_, row) in zip(lines, df.iterrows(), strict=True):
+        assert list(progress_values(line)) == [k for k, v in row.items() if pd.notna(v)]
+
+
 def run_dirs(data_dir: Path) -> list[Path]:
     return sorted(p for p in data_dir.iterdir() if p.is_dir()) if data_dir.exists() else []
 

@@ -8,6 +8,7 @@ real next observation of each env, which a truncated episode bootstraps from.
 
 import warnings
 from collections import deque
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -24,6 +25,18 @@ from slm_lab.env.transition import Transition
 from slm_lab.env.wrappers import ActionRepeat, ObsNormalizer
 
 EPISODE_STATS_WINDOW = 100  # total_reward is the mean return of up to this many recent episodes
+
+
+@dataclass(frozen=True)
+class FinishedEpisodes:
+    """The episodes that ended on one step, in env order: the frame after the step, the index
+    of the first (0 for a session's first finished episode), their returns (unnormalized) and
+    lengths."""
+
+    frame: int
+    first_index: int
+    returns: np.ndarray
+    lengths: np.ndarray
 
 
 def _make_one(
@@ -111,6 +124,7 @@ class VecEnv:
         self.clock = Clock(self.max_frame, self.num_envs)
         self.vec.action_space.seed(seed)
         self._obs: np.ndarray | None = None
+        self._finished: list[FinishedEpisodes] | None = None  # kept after `record_episodes`
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Start every sub-env's episode. `seed` reseeds the sub-envs (seed + i) and the action
@@ -140,10 +154,29 @@ class VecEnv:
             real_next_obs = next_obs.copy()
             real_next_obs[mask] = self.obs_norm(final[mask], update=False)
         self.clock.tick(num_done)
+        if num_done and self._finished is not None:
+            stats = info["episode"]  # RecordEpisodeStatistics': this step's finished episodes
+            self._finished.append(
+                FinishedEpisodes(
+                    self.clock.frame,
+                    self.clock.epi - num_done,
+                    stats["r"][dones],
+                    stats["l"][dones],
+                )
+            )
         self._obs = next_obs
         return Transition(
             acted_on, actions, rewards.astype(np.float32), real_next_obs, terminateds, truncateds
         )
+
+    def record_episodes(self) -> None:
+        """Keep every finished episode from now on, until `pop_episodes` hands them over."""
+        self._finished = []
+
+    def pop_episodes(self) -> list[FinishedEpisodes]:
+        """The episodes finished since the last call, oldest first."""
+        finished, self._finished = self._finished, []
+        return finished
 
     @property
     def obs(self) -> np.ndarray:

@@ -26,11 +26,14 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from slm_lab.lib import io
+
+if TYPE_CHECKING:  # vec_env imports torch; the metrics here need numpy only
+    from slm_lab.env.vec_env import FinishedEpisodes
 
 Table = Mapping[str, Any]  # column name -> array-like (a dict of numpy arrays, or a DataFrame)
 
@@ -43,7 +46,14 @@ SESSION_METRICS = (
     "stability",
 )
 TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
-GRAPH_COLUMNS = ("loss", "entropy", "explore_var", "lr")  # the session graph's panels under returns
+COUNTER_COLUMNS = ("frame", "t", "epi", "opt_step")  # a row's integer counts
+RETURN_COLUMNS = ("total_reward", "total_reward_ma")
+CLOCK_COLUMNS = (*COUNTER_COLUMNS, "wall_t", "fps")  # not graphed over frames
+LOG_SCALE_DECADES = 2  # a positive loss spanning more decades than this is graphed on a log scale
+ONE_COLUMN_PANELS = 4  # more panels than this under the returns go into two columns
+PANEL_WIDTH, PANEL_HEIGHT = 8.0, 2.5  # inches
+# a value of another column (a loss, lr, entropy, ...) prints as .3g within [min, max), else .2e
+PLAIN_RANGE = (1e-3, 1e3)
 
 
 # -- tables ----------------------------------------------------------------------------------
@@ -59,6 +69,18 @@ def csv_text(rows: Sequence[Mapping[str, float]], header: bool = True) -> str:
     lines = [",".join(columns)] if header else []
     lines += [",".join(_csv_value(row.get(c, math.nan)) for c in columns) for row in rows]
     return "".join(line + "\n" for line in lines)
+
+
+EPISODES_HEADER = "frame,episode,return,length\n"
+
+
+def episodes_csv_text(episodes: Sequence["FinishedEpisodes"]) -> str:
+    """Rows of the episodes CSV (after EPISODES_HEADER): one per episode, oldest first."""
+    return "".join(
+        f"{e.frame},{e.first_index + i},{r!r},{n}\n"
+        for e in episodes
+        for i, (r, n) in enumerate(zip(e.returns.tolist(), e.lengths.tolist(), strict=True))
+    )
 
 
 def _csv_value(v: float) -> str:
@@ -175,13 +197,48 @@ def format_metrics(metrics: dict[str, float]) -> str:
     return " | ".join(parts)
 
 
+def format_duration(seconds: float) -> str:
+    """`45s`, `1m05s`, `2h03m`."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def format_value(column: str, v: float) -> str:
+    """A row value as the progress line prints it, by the kind of column."""
+    if column in COUNTER_COLUMNS:
+        return f"{int(v):,}"
+    if column == "fps":
+        return f"{v:,.0f}"
+    if column == "wall_t":
+        return format_duration(v)
+    if column in RETURN_COLUMNS:
+        return f"{v:.2f}"
+    lo, hi = PLAIN_RANGE
+    return f"{v:.3g}" if v == 0 or lo <= abs(v) < hi else f"{v:.2e}"
+
+
+def progress_line(row: Mapping[str, float], max_frame: int) -> str:
+    """A checkpoint row as one log line, `12% eta 1m05s | frame:12,000 | ...`: every column
+    but those without a value (NaN); the ETA is at the run's frames per second so far."""
+    frame, wall_t = row["frame"], row["wall_t"]
+    eta = wall_t * (max_frame - frame) / frame
+    head = f"{100 * int(frame) // max_frame}% eta {format_duration(eta)}"
+    values = [f"{k}:{format_value(k, v)}" for k, v in row.items() if not math.isnan(v)]
+    return " | ".join([head, *values])
+
+
 # -- graphs ----------------------------------------------------------------------------------
-def _figure(rows: int, height: float) -> Any:
+def _figure(width: float, height: float) -> Any:
     """A headless figure (no pyplot, no display): matplotlib loads here, when a run ends."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, height))
-    return fig, np.atleast_1d(fig.subplots(rows, 1, sharex=True))
+    return Figure(figsize=(width, height))
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -189,23 +246,54 @@ def _save(fig: Any, path: Path) -> None:
     io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
 
 
+def session_panels(table: Table) -> list[tuple[str, bool]]:
+    """The session graph's panels under the returns, as (column, log scale): every column but
+    the clock and the returns that has values and changes (a constant, such as an unscheduled
+    lr, says nothing over frames). A loss is on a log scale when it is positive and spans more
+    than LOG_SCALE_DECADES decades."""
+    panels = []
+    for c in table:
+        values = column(table, c)
+        values = values[~np.isnan(values)]
+        if c in CLOCK_COLUMNS or c in RETURN_COLUMNS or values.size == 0:
+            continue
+        lo, hi = values.min(), values.max()
+        if lo == hi:
+            continue
+        panels.append((c, c.endswith("loss") and lo > 0 and hi / lo > 10**LOG_SCALE_DECADES))
+    return panels
+
+
 def plot_session(table: Table, title: str, path: Path) -> None:
-    cols = [c for c in GRAPH_COLUMNS if c in table and not np.isnan(column(table, c)).all()]
-    fig, axes = _figure(1 + len(cols), 3 * (1 + len(cols)))
+    """The returns across the top, then a panel per `session_panels` column: one column of
+    panels, or two when there are more than ONE_COLUMN_PANELS."""
+    panels = session_panels(table)
+    cols = 1 if len(panels) <= ONE_COLUMN_PANELS else 2
+    rows = 1 + math.ceil(len(panels) / cols)
+    fig = _figure(PANEL_WIDTH * cols, PANEL_HEIGHT * rows)
+    grid = fig.add_gridspec(rows, cols)
     frames = column(table, "frame")
-    axes[0].plot(frames, column(table, "total_reward"), label="total_reward", alpha=0.5)
-    axes[0].plot(frames, column(table, "total_reward_ma"), label="total_reward_ma")
-    axes[0].legend()
-    axes[0].set_title(title)
-    for ax, c in zip(axes[1:], cols, strict=True):
+    top = fig.add_subplot(grid[0, :])
+    top.plot(frames, column(table, "total_reward"), label="total_reward", alpha=0.5)
+    top.plot(frames, column(table, "total_reward_ma"), label="total_reward_ma")
+    top.legend()
+    top.set_title(title)
+    for i, (c, log_scale) in enumerate(panels):
+        ax = fig.add_subplot(grid[1 + i // cols, i % cols], sharex=top)
         ax.plot(frames, column(table, c))
         ax.set_ylabel(c)
-    axes[-1].set_xlabel("frame")
+        if log_scale:
+            ax.set_yscale("log")
+        if i + cols >= len(panels):  # the lowest panel of its column
+            ax.set_xlabel("frame")
+    if not panels:
+        top.set_xlabel("frame")
     _save(fig, path)
 
 
 def plot_trial(tables: Sequence[Table], title: str, path: Path) -> None:
-    fig, axes = _figure(2, 7)
+    fig = _figure(PANEL_WIDTH, 7)
+    axes = fig.subplots(2, 1, sharex=True)
     for ax, col in zip(axes, ("total_reward", "total_reward_ma"), strict=True):
         frames, values = aligned(tables, col)
         mean, std = _nan_stats(values, ddof=0)

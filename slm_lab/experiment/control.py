@@ -2,12 +2,14 @@
 
 A session's loop: act -> env.step -> agent.update -> checkpoint every `log_frequency` frames.
 A checkpoint adds a metrics row, logs the progress line, writes TensorBoard scalars and appends
-the row to the session CSV. With `meta.rigorous_eval`, checkpoints also fall every
+the row to the session CSV; session 0 also appends the episodes finished since the last
+checkpoint to its episodes CSV. With `meta.rigorous_eval`, checkpoints also fall every
 `eval_frequency` frames to run an evaluation (experiment/evaluation.py), whose rows are logged
 and written the same way, to their own CSV. The latest and best checkpoint files are written
 atomically at most every SAVE_INTERVAL_S seconds and at the end: at log_frequency 500 a write
 per checkpoint cost more than the training on small nets. Resume restarts from the last write
-and replays deterministically, so the rows it produces are the same.
+and replays deterministically, so the rows it produces are the same; the episodes CSV is cut
+back to what it held at that write, and the replay appends the same rows again.
 """
 
 import math
@@ -42,18 +44,6 @@ SAVE_INTERVAL_S = (
     10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
 )
 EVAL_SUFFIX = "_eval"  # the evaluation's metrics and graphs: the training ones' names + this
-PROGRESS_KEYS = (
-    "frame",
-    "fps",
-    "total_reward",
-    "total_reward_ma",
-    "loss",
-    "lr",
-    "entropy",
-    "explore_var",
-    "clip_eps",
-    "entropy_coef",
-)
 
 
 def session_seed(base: int, trial: int, session: int) -> int:
@@ -127,13 +117,18 @@ class Session:
         render: bool = False,
         threads: int = 1,
     ) -> None:
+        self.seed = session_seed(spec.meta.random_seed, trial, session)
+        # the first line of a session, before the slow part (env processes, nets) starts
+        logger.info(
+            f"building env {spec.env.name} x{spec.env.num_envs} and agent "
+            f"{spec.agent.algorithm.name} (seed {self.seed})"
+        )
         self.spec = spec
         self.run_dir = run_dir
         self.trial, self.index = trial, session
         self.prefix = prefix(spec, trial, session)
         self.dev = dev
         self.resume = resume
-        self.seed = session_seed(spec.meta.random_seed, trial, session)
         self.log_frequency = spec.meta.log_frequency
         # Flush denormal floats to zero. Adam's moment estimates of weights whose gradient stays
         # zero (dead ReLU units) decay into the denormal range, where x86 arithmetic is many times
@@ -148,6 +143,13 @@ class Session:
             if spec.meta.eval_every is not None
             else None
         )
+        # session 0 writes every finished episode (frame, index, return, length)
+        self.episodes_path = (
+            run_dir / "info" / f"{self.prefix}_episodes.csv" if session == 0 else None
+        )
+        if self.episodes_path is not None:
+            self.env.record_episodes()
+        self.episodes_file: Any = None
         self.best = -math.inf
         self.best_model: dict[str, Any] | None = (
             None  # snapshot of the best weights, not yet written
@@ -191,6 +193,7 @@ class Session:
             "next_row": self.next_row,
             "best": self.best,
             "evaluation": None if self.evaluation is None else self.evaluation.state_dict(),
+            "episodes_csv_bytes": None if self.episodes_file is None else self.episodes_file.tell(),
         }
         io.save_torch(state, state_path)
         self.last_save = time.monotonic()
@@ -200,6 +203,8 @@ class Session:
         if not state_path.exists():
             return False
         state = io.load_torch(state_path)
+        if self.episodes_path is not None:
+            self.open_episodes_csv(state["episodes_csv_bytes"])
         exact = self.env.load_state_dict(state["env"])
         self.agent.load_state_dict(state["agent"])
         self.tracker.load_state_dict(state["tracker"])
@@ -211,7 +216,7 @@ class Session:
         if not exact:
             self.agent.episodes_restarted()
         logger.info(
-            f"{self.prefix} resumed at frame {self.env.clock.frame}"
+            f"resumed at frame {self.env.clock.frame}"
             + ("" if exact else " (env simulation state is native: episodes in progress restart)")
         )
         return True
@@ -235,19 +240,15 @@ class Session:
 
     def add_row(self) -> None:
         row = self.tracker.add_row()
-        logger.info(
-            f"{self.prefix} | "
-            + " | ".join(
-                f"{k}:{row[k]:.4g}"
-                for k in PROGRESS_KEYS
-                if k in row and not (isinstance(row[k], float) and math.isnan(row[k]))
-            )
-        )
+        logger.info(analysis.progress_line(row, self.env.max_frame))
         writer = self.tb_writer()
         for k, v in row.items():
             if isinstance(v, int | float) and not math.isnan(v):
                 writer.add_scalar(k, v, row["frame"])
         self.csv.append(self.tracker.rows)
+        if self.episodes_file is not None:
+            self.episodes_file.write(analysis.episodes_csv_text(self.env.pop_episodes()))
+            self.episodes_file.flush()
         if self.dev:
             self.dev_check_params()
         self.next_row = (self.env.clock.frame // self.log_frequency + 1) * self.log_frequency
@@ -258,8 +259,8 @@ class Session:
     def evaluate(self) -> None:
         row = self.evaluation.run()
         logger.info(
-            f"{self.prefix} | eval | frame:{row['frame']} | episodes:{self.evaluation.episodes}"
-            f" | total_reward:{row['total_reward']:.4g} | total_reward_ma:{row['total_reward_ma']:.4g}"
+            f"eval | frame:{row['frame']:,} | episodes:{self.evaluation.episodes}"
+            f" | total_reward:{row['total_reward']:.2f} | total_reward_ma:{row['total_reward_ma']:.2f}"
         )
         writer = self.tb_writer()
         for k in ("total_reward", "total_reward_ma"):
@@ -273,6 +274,15 @@ class Session:
 
             self.writer = SummaryWriter(str(self.run_dir / "log" / "tb" / self.prefix))
         return self.writer
+
+    def open_episodes_csv(self, size: int | None = None) -> None:
+        """Open the episodes CSV for appending: a new one (its header), or on resume the one
+        there cut back to the `size` it had when the state was saved."""
+        if size is None:
+            io.write_text(analysis.EPISODES_HEADER, self.episodes_path)
+        else:
+            os.truncate(self.episodes_path, size)
+        self.episodes_file = open(self.episodes_path, "a")  # noqa: SIM115  (kept open for the session)
 
     # -- dev-mode checks ---------------------------------------------------------------------
     def dev_check_step(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
@@ -296,6 +306,8 @@ class Session:
     def run(self) -> dict[str, float]:
         if not (self.resume and self.load_latest()):
             self.env.reset()
+            if self.episodes_path is not None:
+                self.open_episodes_csv()
         agent, env, request = self.agent, self.env, stop.REQUEST
         while not env.done():
             if request.signum is not None:
@@ -313,6 +325,8 @@ class Session:
         if self.writer is not None:
             self.writer.close()
         self.csv.close(self.tracker.rows)
+        if self.episodes_file is not None:
+            self.episodes_file.close()
         self.env.close()
         if self.evaluation is not None:
             self.eval_csv.close(self.evaluation.rows)
@@ -322,7 +336,7 @@ class Session:
         """Save the full state at this step and stop (a Ctrl-C or SIGTERM asked for it)."""
         self.save()
         self.close()
-        logger.info(f"{self.prefix} saved at frame {self.env.clock.frame} and stopped")
+        logger.info(f"saved at frame {self.env.clock.frame:,} and stopped")
         raise stop.SessionStopped(self.env.clock.frame)
 
     def finish(self) -> dict[str, float]:
@@ -331,12 +345,12 @@ class Session:
         if self.evaluation is not None:
             metrics = self.analyze(self.evaluation.rows, EVAL_SUFFIX)
             logger.info(
-                f"{self.prefix} session_metrics{EVAL_SUFFIX}: {analysis.format_metrics(metrics)}"
+                f"session_metrics{EVAL_SUFFIX}: {analysis.format_metrics(metrics)}"
             )
         metrics = self.analyze(self.tracker.rows, "")
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         logger.info(
-            f"{self.prefix} session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}"
+            f"session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}"
         )
         return metrics
 
@@ -369,25 +383,27 @@ def run_session(
     log_level: str,
     own_process: bool,
 ) -> dict[str, float]:
-    """Run one session: in its own process (`own_process`, a parallel trial) or in the caller's."""
+    """Run one session: in its own process (`own_process`, a parallel trial) or in the caller's.
+
+    Its log lines carry its tag (the prefix, e.g. `ppo_cartpole_t0_s1`), which the messages
+    therefore leave out."""
     pre = prefix(spec, trial, session)
-    tag = pre if not dev else ""
     if own_process:
-        log_setup.setup(log_level, tag=tag)
+        log_setup.setup(log_level, tag=pre)
         stop.install(pass_on=False, give_up=False)  # the parent may pass a signal on twice
     else:
-        log_setup.set_tag(tag)
+        log_setup.set_tag(pre)
     sink = log_setup.add_file(str(Path(run_dir) / "log" / f"{pre}.log"), log_level)
     try:
         done_path = Path(run_dir) / "info" / f"{pre}_session_metrics.json"
         if resume and done_path.exists() and io.read_json(done_path)["frame"] >= spec.env.max_frame:
-            logger.info(f"{pre} already finished; keeping its results")
+            logger.info("already finished; keeping its results")
             return io.read_json(done_path)
         return Session(spec, Path(run_dir), trial, session, dev, resume, render, threads).run()
     except stop.SessionStopped as e:
         return {"stopped_at": e.frame}
     except Exception as e:  # the traceback to the logs, one line to the console and the caller
-        logger.opt(exception=e).bind(file_only=True).error(f"{pre} failed")
+        logger.opt(exception=e).bind(file_only=True).error("failed")
         raise SessionFailed(log_setup.last_line(e)) from None
     finally:
         log_setup.remove(sink)

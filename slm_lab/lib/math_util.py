@@ -9,6 +9,9 @@ Conventions shared by every function here:
   observation), so truncation bootstraps and termination does not.
 """
 
+import math
+from collections.abc import Iterable
+
 import torch
 
 PERCENTILE_SCALE_QUANTILES = (0.05, 0.95)  # DreamerV3's low and high percentiles
@@ -88,6 +91,19 @@ def calc_nstep_returns(
 
 def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     return (x - x.mean()) / (x.std() + eps)
+
+
+def finite_mean(values: Iterable[float]) -> float:
+    """The mean of the finite values; NaN when there is none."""
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
+def explained_variance(v_preds: torch.Tensor, v_targets: torch.Tensor) -> torch.Tensor:
+    """1 - Var[V_target - V] / Var[V_target]: 1 for a perfect critic, 0 for one no better than
+    a constant, negative for a worse one; NaN when the targets do not vary."""
+    var_targets = v_targets.var()
+    return torch.where(var_targets > 0, 1.0 - (v_targets - v_preds).var() / var_targets, torch.nan)
 
 
 class RunningMeanStd:

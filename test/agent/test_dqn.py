@@ -109,8 +109,14 @@ def test_train_batch_uses_target_and_terminal_mask() -> None:
         dones=torch.tensor([False, True]),
     )
     # q_preds = [1, 3]; targets = [1 + 0.9 * 2, 1] = [2.8, 1]; loss = mean((1-2.8)^2, (3-1)^2)
-    loss = algo.train_batch(batch)
-    assert loss == pytest.approx(((1 - 2.8) ** 2 + (3 - 1) ** 2) / 2)
+    stats = {k: v.item() for k, v in algo.train_batch(batch).items()}
+    assert stats == pytest.approx(
+        {
+            "loss": ((1 - 2.8) ** 2 + (3 - 1) ** 2) / 2,
+            "q_mean": (1 + 3) / 2,
+            "td_error": (1.8 + 2) / 2,  # mean |Q(s, a) - y|
+        }
+    )
 
 
 def test_replace_target_update_copies_the_online_net() -> None:
@@ -183,6 +189,7 @@ def test_sarsa_target_uses_next_action_and_expectation_at_boundaries() -> None:
     # t=2 (batch end): expectation under eps-greedy(0.5): 0.25*1 + 0.75*3 = 2.5 -> y = 1 + 0.9*2.5 = 3.25
     expected = ((1 - 3.7) ** 2 + (3 - 1.9) ** 2 + (1 - 3.25) ** 2) / 3
     assert loss == pytest.approx(expected)
+    assert algo.stats == pytest.approx({"q_mean": 5 / 3, "td_error": (2.7 + 1.1 + 2.25) / 3})
 
 
 def test_value_based_specs_deep_copy_safe() -> None:

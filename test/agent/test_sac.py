@@ -14,8 +14,11 @@ import torch
 from conftest import (
     SMALL_NET,
     TIMING_COLUMNS,
+    check_progress_lines,
     invoke,
     make_algorithm,
+    progress_lines,
+    progress_values,
     read_session_df,
     run_dirs,
     write_spec_file,
@@ -237,8 +240,8 @@ def test_log_alpha_is_clamped_after_the_temperature_step(
     constant_net(algo.actor, [0.0, math.log(3.0)])  # pi = [0.25, 0.75] for every observation
     fill(algo)
     assert algo.log_alpha.value.item() == 0.0
-    algo.train_batch(algo.memory.sample(algo.device))
-    assert algo.entropy == pytest.approx(ENTROPY, abs=1e-6)
+    stats = algo.train_batch(algo.memory.sample(algo.device))
+    assert stats["entropy"].item() == pytest.approx(ENTROPY, abs=1e-6)
     expected = 0.0 if bound else direction * ALPHA_LR
     assert algo.log_alpha.value.item() == pytest.approx(expected, abs=1e-7)
 
@@ -312,13 +315,13 @@ def test_policy_delay_updates_actor_every_kth_critic_step(algo_name: str) -> Non
         torch.equal(a, b) for a, b in zip(critic_before, algo.q1_net.parameters(), strict=True)
     )
     assert algo.log_alpha.value.item() == log_alpha_before
-    algo.train_batch(algo.memory.sample(algo.device))
+    stats = algo.train_batch(algo.memory.sample(algo.device))
     assert algo.clock.opt_step == 2
     assert not all(
         torch.equal(a, b) for a, b in zip(actor_before, algo.actor.parameters(), strict=True)
     )
     assert algo.log_alpha.value.item() != log_alpha_before
-    assert math.isfinite(algo.entropy)
+    assert all(math.isfinite(v.item()) for v in stats.values())
 
 
 def test_prioritized_replay_gets_td_errors() -> None:
@@ -423,12 +426,15 @@ def test_smoke_dev_run(algo_name: str, env_name: str, in_tmp: Path) -> None:
     # training from frame 100, one gradient step per 2-env step: frames 100, 102, ..., 400
     assert df["opt_step"].tolist() == [1, 51, 101, 151]
     last = df.iloc[-1]
-    assert math.isfinite(last["loss"]) and math.isfinite(last["entropy"])
+    diagnostics = ["loss", "q1_mean", "q2_mean", "entropy", "actor_loss", "alpha_loss"]
+    assert all(math.isfinite(last[c]) for c in diagnostics)
     assert last["lr"] == 1e-3
     # alpha starts at 1 and is tuned (Adam lr 1e-3 moves log_alpha by about 1e-3 a step)
     assert df["alpha"].iloc[0] == pytest.approx(1.0, abs=2e-3)
     assert abs(last["alpha"] - 1.0) > 0.02
     assert df["total_reward"].notna().all()
+    check_progress_lines(result.stderr, f"{name}_t0_s0", df)
+    assert all("alpha" in progress_values(line) for line in progress_lines(result.stderr))
 
 
 RESUME_FRAMES = 600

@@ -1,5 +1,6 @@
-"""VecEnv: real next observations, the clock, max_t, action rescaling, unnormalized returns, and
-the Gymnasium version whose vector wrappers handle same-step autoreset."""
+"""VecEnv: real next observations, the clock, max_t, action rescaling, unnormalized returns, the
+finished episodes it records, and the Gymnasium version whose vector wrappers handle same-step
+autoreset."""
 
 import importlib.metadata
 import tomllib
@@ -188,6 +189,37 @@ def test_total_reward_window_is_last_100_episodes() -> None:
     assert env.clock.epi == 120
     assert len(env.stats.return_queue) == 100
     assert env.total_reward == 2.0
+    env.close()
+
+
+def test_recorded_episodes_are_the_finished_ones() -> None:
+    """Each episode that ends (terminated, or truncated at max_t) is recorded once, in env order
+    within a step, with the frame after its last step, its index, return and length; the
+    returns are RecordEpisodeStatistics' (all of them: fewer than its window of 100)."""
+    num_envs = 3
+    env = make_env("CartPole-v1", num_envs=num_envs, max_t=15)
+    env.record_episodes()
+    env.reset()
+    rng = np.random.default_rng(0)
+    returns, lengths = np.zeros(num_envs), np.zeros(num_envs, dtype=int)
+    expected = []  # (frame, episode, return, length), tracked per env from the transitions
+    for step in range(100):
+        t = env.step(random_actions(env, rng))
+        returns += t.rewards
+        lengths += 1
+        for i in np.flatnonzero(t.terminateds | t.truncateds):
+            expected.append((num_envs * (step + 1), len(expected), returns[i], lengths[i]))
+            returns[i], lengths[i] = 0.0, 0
+    recorded = [
+        (e.frame, e.first_index + k, r, n)
+        for e in env.pop_episodes()
+        for k, (r, n) in enumerate(zip(e.returns.tolist(), e.lengths.tolist(), strict=True))
+    ]
+    assert recorded == expected
+    assert len(expected) == env.clock.epi > 10
+    assert [r for _, _, r, _ in recorded] == list(env.stats.return_queue)
+    assert any(n == 15 for _, _, _, n in recorded)  # some truncated at max_t
+    assert env.pop_episodes() == []  # handed over once
     env.close()
 
 

@@ -1,12 +1,25 @@
 """Session and trial metrics on tiny hand-built dataframes, worked by hand with SLM Lab v5's
-formulas (slm_lab/experiment/analysis.py upstream)."""
+formulas (slm_lab/experiment/analysis.py upstream); the progress line's format; the session
+graph's panels."""
 
 import math
+import struct
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from slm_lab.experiment.analysis import consistency, format_metrics, session_metrics, trial_metrics
+from slm_lab.experiment.analysis import (
+    consistency,
+    format_duration,
+    format_metrics,
+    plot_session,
+    progress_line,
+    session_metrics,
+    session_panels,
+    trial_metrics,
+)
 
 BASELINE = 10.0
 
@@ -151,3 +164,104 @@ def test_format_metrics_line() -> None:
         line
         == "frame:2.00e+05 | total_reward_ma:499.70 | sample_efficiency:1.23e-03 | consistency:nan"
     )
+
+
+def test_progress_line_formats_each_kind_and_leaves_nan_out() -> None:
+    row = {
+        "frame": 12000,
+        "t": 3000,
+        "epi": 150,
+        "opt_step": 1200,
+        "wall_t": 10.0,
+        "fps": 1234.4,
+        "total_reward": 45.678,
+        "total_reward_ma": math.nan,  # left out
+        "loss": 0.012345,
+        "lr": 0.0003,
+        "entropy": 0.6931,
+        "alpha": 1234.5,
+        "clip_frac": 0.0,
+    }
+    # 12,000 frames in 10 s: 88,000 more take 73.3 s
+    assert progress_line(row, 100_000) == (
+        "12% eta 1m13s | frame:12,000 | t:3,000 | epi:150 | opt_step:1,200 | wall_t:10s"
+        " | fps:1,234 | total_reward:45.68 | loss:0.0123 | lr:3.00e-04 | entropy:0.693"
+        " | alpha:1.23e+03 | clip_frac:0"
+    )
+
+
+def test_progress_line_at_the_end() -> None:
+    row = {"frame": 400, "t": 200, "epi": 9, "opt_step": 24, "wall_t": 3725.0, "fps": 0.4}
+    assert progress_line(row, 400) == (
+        "100% eta 0s | frame:400 | t:200 | epi:9 | opt_step:24 | wall_t:1h02m | fps:0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.0, "0s"),
+        (59.4, "59s"),
+        (59.6, "1m00s"),
+        (65.0, "1m05s"),
+        (3599.6, "1h00m"),
+        (7380, "2h03m"),
+    ],
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+NAN = math.nan
+CLOCK = {
+    "frame": [100, 200, 300],
+    "t": [50, 100, 150],
+    "epi": [1, 2, 3],
+    "opt_step": [1, 2, 3],
+    "wall_t": [1.0, 2.0, 3.0],
+    "fps": [100.0, 90.0, 110.0],
+    "total_reward": [10.0, 12.0, 15.0],
+    "total_reward_ma": [10.0, 11.0, 12.3],
+}
+
+
+def table(**columns: list[float]) -> dict[str, np.ndarray]:
+    return {k: np.array(v, dtype=float) for k, v in {**CLOCK, **columns}.items()}
+
+
+def test_session_panels_pick_changing_columns_and_log_scale_wide_positive_losses() -> None:
+    t = table(
+        loss=[100.0, 1.0, 0.5],  # positive, 200x: log
+        policy_loss=[-0.1, 0.2, 0.1],  # not positive: linear
+        actor_loss=[1.0, 100.0, 10.0],  # exactly two decades: linear
+        value_loss=[0.0, 1e3, 1e-2],  # a zero: linear
+        q_mean=[NAN, 1.0, 1e4],  # wide but not a loss: linear; its NaN (not measured yet) skipped
+        alpha_loss=[NAN, NAN, NAN],  # never measured: no panel
+        lr=[1e-3, 1e-3, 1e-3],  # constant: no panel
+    )
+    assert session_panels(t) == [
+        ("loss", True),
+        ("policy_loss", False),
+        ("actor_loss", False),
+        ("value_loss", False),
+        ("q_mean", False),
+    ]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:4] == b"\x89PNG"
+    return struct.unpack(">II", data[16:24])  # the IHDR chunk: width, height
+
+
+def test_session_graph_goes_to_two_columns_with_many_panels(tmp_path: Path) -> None:
+    few = {f"d{i}": [1.0, 2.0, 3.0] for i in range(4)}
+    many = {f"d{i}": [1.0, 2.0, 3.0] for i in range(8)}
+    plot_session(table(**few), "few", tmp_path / "few.png")
+    plot_session(table(**many), "many", tmp_path / "many.png")
+    (w_few, h_few), (w_many, h_many) = (
+        png_size(tmp_path / "few.png"),
+        png_size(tmp_path / "many.png"),
+    )
+    assert w_many == 2 * w_few  # two columns of panels
+    assert h_few == h_many  # 1 + 4 rows: returns, then 4 panels (one column) or 4 pairs (two)

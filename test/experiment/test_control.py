@@ -19,6 +19,7 @@ import pytest
 import torch
 from conftest import (
     TIMING_COLUMNS,
+    check_progress_lines,
     invoke,
     load,
     make_spec,
@@ -26,6 +27,7 @@ from conftest import (
     run_dirs,
     write_spec_file,
 )
+from loguru import logger
 
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.experiment import analysis, control
@@ -38,6 +40,17 @@ FRAMES = [100, 200, 300, 400]
 # PPO: a batch is 32 steps x 2 envs = 64 frames -> 6 trainings x 2 epochs x 2 minibatches of 32
 # A2C: training_frequency 16 steps x 2 envs = 32 frames -> 12 trainings of one step each
 OPT_STEPS_AT_400 = {"random": 0, "ppo": 24, "a2c_gae": 12, "a2c_nstep": 12}
+A2C_DIAGNOSTICS = ["policy_loss", "value_loss", "entropy", "explained_variance"]
+PPO_DIAGNOSTICS = [*A2C_DIAGNOSTICS, "approx_kl", "clip_frac"]
+DIAGNOSTICS = {
+    "random": [],
+    "reinforce": ["policy_loss", "entropy"],
+    "a2c_gae": A2C_DIAGNOSTICS,
+    "a2c_nstep": A2C_DIAGNOSTICS,
+    "sil": A2C_DIAGNOSTICS,
+    "ppo": PPO_DIAGNOSTICS,
+    "ppo_sil": PPO_DIAGNOSTICS,
+}
 
 
 def trial_line(stdout: str) -> str:
@@ -106,7 +119,9 @@ def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
     if algo == "random":
         assert math.isnan(last["loss"])
     else:
-        assert math.isfinite(last["loss"]) and math.isfinite(last["entropy"]) and last["lr"] == 1e-3
+        assert math.isfinite(last["loss"]) and last["lr"] == 1e-3
+    assert all(math.isfinite(last[c]) for c in DIAGNOSTICS[algo])
+    check_progress_lines(result.stderr, f"{name}_t0_s0", df)
 
 
 def test_train_two_sessions_through_console_script(tmp_path: Path) -> None:
@@ -130,6 +145,10 @@ def test_train_two_sessions_through_console_script(tmp_path: Path) -> None:
     assert trial_line(proc.stdout) == f"trial_metrics: {format_metrics(trial)}"
     assert math.isfinite(trial["consistency"])
     df0, df1 = read_session_df(run_dir, 0), read_session_df(run_dir, 1)
+    # session 0 writes the episodes CSV, the others do not
+    assert [p.name for p in (run_dir / "info").glob("*_episodes.csv")] == [
+        f"{name}_t0_s0_episodes.csv"
+    ]
     assert df0["frame"].tolist() == df1["frame"].tolist() == FRAMES
     assert not df0["loss"].equals(df1["loss"])  # different seeds
     sessions = [
@@ -177,6 +196,30 @@ def run_a(workdir: Path) -> tuple[Path, Path]:
 def new_run(before: set[Path]) -> Path:
     [run_dir] = set(run_dirs(Path("data"))) - before
     return run_dir.resolve()
+
+
+def episodes_csv(run_dir: Path) -> Path:
+    return run_dir / "info" / f"{RUN_NAME}_t0_s0_episodes.csv"
+
+
+def test_episodes_csv_lists_every_finished_episode(run_a: tuple[Path, Path]) -> None:
+    _, run_dir = run_a
+    episodes = pd.read_csv(episodes_csv(run_dir))
+    df = read_session_df(run_dir)
+    assert list(episodes.columns) == ["frame", "episode", "return", "length"]
+    assert episodes["episode"].tolist() == list(range(df["epi"].iloc[-1]))
+    # at each checkpoint, the episodes finished by then are its epi, and total_reward is the
+    # mean return of the last 100 of them
+    for _, row in df.iterrows():
+        finished = episodes[episodes["frame"] <= row["frame"]]
+        assert len(finished) == row["epi"]
+        assert finished["return"].tail(100).mean() == pytest.approx(row["total_reward"], rel=1e-12)
+    assert (episodes["return"] == episodes["length"]).all()  # CartPole: a reward of 1 a step
+    # 2 envs step together: an episode ends at an even frame; each env's episodes follow each
+    # other, so those finished cover at most the run's frames
+    assert (episodes["frame"] % 2 == 0).all() and episodes["frame"].is_monotonic_increasing
+    assert (episodes["length"] <= episodes["frame"] / 2).all()
+    assert episodes["length"].sum() <= RUN_FRAMES
 
 
 def test_same_seed_gives_same_rows(run_a: tuple[Path, Path], workdir: Path) -> None:
@@ -231,10 +274,43 @@ def test_interrupted_run_resumes_to_the_same_data(
     pd.testing.assert_frame_equal(
         frame_rows(read_session_df(dir_a)), frame_rows(read_session_df(dir_b))
     )
+    assert episodes_csv(dir_b).read_text() == episodes_csv(dir_a).read_text()
     metrics_a = json.loads(next((dir_a / "info").glob("*_t0_trial_metrics.json")).read_text())
     metrics_b = json.loads(next((dir_b / "info").glob("*_t0_trial_metrics.json")).read_text())
     assert metrics_b == pytest.approx(metrics_a, nan_ok=True)
     assert trial_line(result.stdout) == f"trial_metrics: {format_metrics(metrics_b)}"
+
+
+def test_resume_rewrites_the_episodes_written_after_the_last_save(
+    run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state is saved at 100 and 200 but not at 300 (the run dies before that write
+    lands): the rows the checkpoint at 300 appended are cut on resume, and the replay from 200
+    appends them again, once."""
+    spec_file, dir_a = run_a
+    update, save = Algorithm.update, control.Session.save
+
+    def update_until_killed(self: Algorithm, *args: object) -> None:
+        if self.clock.frame >= STOP_FRAME:
+            raise Interrupted
+        update(self, *args)
+
+    def save_until_200(self: control.Session) -> None:
+        if self.env.clock.frame <= 200:
+            save(self)
+
+    with contextlib.chdir(workdir):
+        before = set(run_dirs(Path("data")))
+        with monkeypatch.context() as m, pytest.raises(Interrupted):
+            m.setattr(Algorithm, "update", update_until_killed)
+            m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
+            m.setattr(control.Session, "save", save_until_200)
+            invoke(["run", str(spec_file), RUN_NAME, "dev"])
+        dir_b = new_run(before)
+        assert pd.read_csv(episodes_csv(dir_b))["frame"].max() > 200  # written after the save
+        result = invoke(["run", str(spec_file), RUN_NAME, f"train@{dir_b}"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+    assert episodes_csv(dir_b).read_text() == episodes_csv(dir_a).read_text()
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, str]]:
@@ -349,7 +425,7 @@ def test_evaluation_rows_metrics_logs_and_graphs(run_eval: tuple[Path, Path, str
     assert [
         line.split(" | eval | ", 1)[1] for line in log.splitlines() if " | eval | " in line
     ] == [
-        f"frame:{f} | episodes:{EVAL_EPISODES} | total_reward:{r:.4g} | total_reward_ma:{ma:.4g}"
+        f"frame:{f:,} | episodes:{EVAL_EPISODES} | total_reward:{r:.2f} | total_reward_ma:{ma:.2f}"
         for f, r, ma in zip(EVAL_FRAMES, df["total_reward"], df["total_reward_ma"], strict=True)
     ]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -429,3 +505,24 @@ def test_session_flushes_denormals(tmp_path: Path) -> None:
         assert (denormal * 1.0).item() == 0.0
     finally:
         torch.set_flush_denormal(False)
+
+
+def test_session_logs_a_line_before_building_its_env_and_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages: list[str] = []
+    sink = logger.add(lambda m: messages.append(m.record["message"]), level="INFO")
+    logged_before_build: list[list[str]] = []
+    build = control.build
+
+    def recording_build(*args: object, **kwargs: object) -> object:
+        logged_before_build.append(list(messages))
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(control, "build", recording_build)
+    try:
+        control.Session(load({**make_spec("ppo"), "name": "ppo"}), tmp_path, trial=0, session=0)
+    finally:
+        logger.remove(sink)
+    seed = control.session_seed(42, 0, 0)
+    assert logged_before_build == [[f"building env CartPole-v1 x2 and agent PPO (seed {seed})"]]

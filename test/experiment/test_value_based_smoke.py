@@ -118,7 +118,7 @@ CASES = {
 }
 
 
-def run_and_check(name: str, spec: dict, workdir: Path) -> None:
+def run_and_check(name: str, spec: dict, workdir: Path, diagnostics: list[str]) -> None:
     spec_file = write_spec_file(workdir / "spec.json", {name: spec})
     result = invoke(["run", str(spec_file), name, "dev"])
     assert result.exit_code == 0, result.stderr[-3000:]
@@ -129,14 +129,14 @@ def run_and_check(name: str, spec: dict, workdir: Path) -> None:
     df = read_session_df(run_dir)
     assert df["frame"].tolist() == [100, 200, 300, 400]
     last = df.iloc[-1]
-    assert last["opt_step"] > 0 and math.isfinite(last["loss"])
+    assert last["opt_step"] > 0 and all(math.isfinite(last[c]) for c in ["loss", *diagnostics])
     assert (run_dir / "model" / f"{name}_t0_s0_ckpt-latest_model.pt").is_file()
     assert list((run_dir / "graph").glob("*.png"))
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_value_based_smoke_through_cli(name: str, in_tmp: Path) -> None:
-    run_and_check(name, CASES[name], in_tmp)
+    run_and_check(name, CASES[name], in_tmp, ["q_mean", "td_error"])
 
 
 def test_recurrent_ppo_smoke_through_cli(in_tmp: Path) -> None:
@@ -178,7 +178,7 @@ def test_recurrent_ppo_smoke_through_cli(in_tmp: Path) -> None:
             "random_seed": 7,
         },
     }
-    run_and_check("ppo_gru", spec, in_tmp)
+    run_and_check("ppo_gru", spec, in_tmp, ["approx_kl", "clip_frac", "explained_variance"])
 
 
 def test_dqn_on_continuous_actions_is_rejected(in_tmp: Path) -> None:

@@ -1,4 +1,5 @@
-"""Returns, GAE and n-step returns on tiny [T, N] batches, checked against hand-computed values.
+"""Returns, GAE and n-step returns on tiny [T, N] batches, checked against hand-computed values;
+explained variance, running statistics and the percentile scale.
 
 Shared batch (T=3, N=2, gamma=0.9):
 - env 0: rewards 1, 1, 1; the episode *terminates* at t=1 (V of that terminal obs, 9.0, must be
@@ -6,6 +7,8 @@ Shared batch (T=3, N=2, gamma=0.9):
 - env 1: rewards 2, 2, 2; the episode is *truncated* at t=1 and bootstraps from the value of its
   true final observation, next_values[1] = 5.0.
 """
+
+import math
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from slm_lab.lib.math_util import (
     calc_gaes,
     calc_nstep_returns,
     calc_returns,
+    explained_variance,
 )
 
 GAMMA, LAM = 0.9, 0.8
@@ -147,3 +151,18 @@ def test_percentile_scale_state_round_trip() -> None:
     assert torch.equal(other.percentiles, scale.percentiles)
     scale.update(ADVS)  # the saved state is a copy, not a view of the live one
     assert not torch.equal(other.percentiles, scale.percentiles)
+
+
+def test_explained_variance_hand_computed() -> None:
+    v_targets = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    # residuals [0, 0, 0, -1]: sample var 0.75 / 3 = 0.25; targets: 5 / 3
+    assert explained_variance(torch.tensor([1.0, 2.0, 3.0, 5.0]), v_targets).item() == (
+        pytest.approx(1 - 0.25 / (5 / 3))
+    )
+    assert explained_variance(v_targets, v_targets).item() == 1.0  # a perfect critic
+    assert explained_variance(torch.full((4,), 7.0), v_targets).item() == 0.0  # a constant one
+    assert explained_variance(-v_targets, v_targets).item() == pytest.approx(-3.0)  # 1 - 4
+
+
+def test_explained_variance_of_constant_targets_is_nan() -> None:
+    assert math.isnan(explained_variance(torch.zeros(3), torch.ones(3)).item())

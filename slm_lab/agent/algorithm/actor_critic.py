@@ -3,6 +3,8 @@
 Advantages: GAE when `lam` is set, else n-step returns when `num_step_returns` is set, else
 Monte-Carlo returns minus V; `normalize_advs` standardizes them per batch.
 loss = -mean(log pi(a|s) * A) - entropy_coef * mean(H) + val_loss_coef * loss_fn(V(s), V_target)
+The metrics row also has policy_loss, value_loss (loss_fn(V(s), V_target)), entropy, and
+explained_variance = 1 - Var[V_target - V] / Var[V_target] of the batch's V(s) (math_util).
 
 With self-imitation (the SIL and PPOSIL configs) the actor-critic holds a `SelfImitation`
 component: every transition also goes to its replay, and each training call ends with its
@@ -19,11 +21,18 @@ from slm_lab.agent.algorithm.policy_gradient import PolicyGradient, flat
 from slm_lab.agent.algorithm.sil import SelfImitation
 from slm_lab.agent.memory.base import Batch, Transition
 from slm_lab.agent.net import net_util
-from slm_lab.lib.math_util import calc_gaes, calc_nstep_returns, calc_returns, normalize
+from slm_lab.lib.math_util import (
+    calc_gaes,
+    calc_nstep_returns,
+    calc_returns,
+    explained_variance,
+    normalize,
+)
 
 
 class ActorCritic(PolicyGradient):
     config: ActorCriticConfig
+    STATS = ("policy_loss", "value_loss", "entropy", "explained_variance")
 
     def init_nets(self) -> None:
         super().init_nets()
@@ -80,8 +89,13 @@ class ActorCritic(PolicyGradient):
         entropy = entropy.mean()
         loss = policy_loss - self.entropy_coef.val * entropy + self.config.val_loss_coef * val_loss
         self.optimize(loss)
-        self.entropy = entropy.item()
-        return loss.item()
+        return self.record(
+            loss,
+            policy_loss=policy_loss,
+            value_loss=val_loss,
+            entropy=entropy,
+            explained_variance=explained_variance(flat(values), v_targets),
+        )
 
     def final_values(self, t: Transition) -> np.ndarray | None:
         """V(s_final) of every env (in env units), when some episode was cut by a time limit."""

@@ -30,6 +30,8 @@ class Algorithm:
     """Base: `act` a vector of observations, `update` with the transitions that followed."""
 
     config: AlgorithmConfig  # the spec's agent.algorithm, typed
+    # what a training call measures besides the loss (`record`), for the metrics row
+    STATS: tuple[str, ...] = ()
 
     def __init__(self, agent: AgentConfig, env: VecEnv, device: torch.device) -> None:
         self.agent_config = agent
@@ -48,7 +50,7 @@ class Algorithm:
             env.action_space.n if self.discrete else int(np.prod(env.action_space.shape))
         )
         self.loss = math.nan
-        self.entropy = math.nan
+        self.stats = dict.fromkeys(self.STATS, math.nan)  # NaN until a training call measures it
         self.optims: list[torch.optim.Optimizer] = []
         self.lr_schedulers: list[torch.optim.lr_scheduler.LRScheduler] = []
         self.init_nets()
@@ -68,7 +70,7 @@ class Algorithm:
         raise NotImplementedError
 
     def train(self) -> float:
-        """One training call on the batch the memory holds; returns the loss."""
+        """One training call on the batch the memory holds; returns the loss (`record`)."""
         raise NotImplementedError
 
     def to_train(self) -> bool:
@@ -145,16 +147,31 @@ class Algorithm:
             self.clock.opt_step += 1
         return True
 
+    def record(self, loss: torch.Tensor, **stats: torch.Tensor) -> float:
+        """Keep a training call's `STATS` for the metrics row and return its loss, read from
+        the device together, in one sync."""
+        with torch.no_grad():
+            loss_value, *values = torch.stack([loss, *stats.values()]).tolist()
+        return self.keep_stats(loss_value, dict(zip(stats, values, strict=True)))
+
+    def keep_stats(self, loss: float, stats: dict[str, float]) -> float:
+        """Keep `stats` for the metrics row and return `loss`. A NaN value (nothing measured
+        this call, e.g. SAC's actor values between `policy_delay` steps) keeps the last one."""
+        for name, v in stats.items():
+            if not math.isnan(v):
+                self.stats[name] = v
+        return loss
+
     @property
     def lr(self) -> float:
         return self.optims[0].param_groups[0]["lr"] if self.optims else math.nan
 
     def metrics(self) -> dict[str, float]:
-        """Values for the checkpoint row (loss, lr, entropy, explore_var, ...)."""
+        """Values for the checkpoint row: loss, the `STATS`, lr, explore_var, ..."""
         return {
             "loss": self.loss,
+            **self.stats,
             "lr": self.lr,
-            "entropy": self.entropy,
             "explore_var": self.explore_var.val,
         }
 
@@ -169,7 +186,7 @@ class Algorithm:
             "lr_schedulers": [s.state_dict() for s in self.lr_schedulers],
             "memory": self.memory.state_dict() if self.memory is not None else None,
             "loss": self.loss,
-            "entropy": self.entropy,
+            "stats": dict(self.stats),
             "extra": self.extra_state(),
         }
 
@@ -188,7 +205,7 @@ class Algorithm:
             sch.load_state_dict(s)
         if self.memory is not None and state["memory"] is not None:
             self.memory.load_state_dict(state["memory"])
-        self.loss, self.entropy = state["loss"], state["entropy"]
+        self.loss, self.stats = state["loss"], dict(state["stats"])
         self.load_extra_state(state["extra"])
         self.update_schedules()
 

@@ -24,7 +24,9 @@ class CrossQ(SoftActorCritic):
     def init_target_nets(self, critic: NetConfig) -> None:
         """No target nets."""
 
-    def calc_critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def calc_critic_loss(
+        self, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         obs, actions, next_obs = batch.obs.float(), batch.actions, batch.next_obs.float()
         with torch.no_grad(), net_util.eval_mode(self.actor):
             next_actions, next_log_probs = self.policy(next_obs)

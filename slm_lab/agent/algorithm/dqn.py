@@ -5,7 +5,8 @@ For a sampled transition (s, a, r, s') the target y is
   DQN:        y = r + gamma * (1 - terminated) * max_a' Q_target(s', a')           (target net)
   DoubleDQN:  y = r + gamma * (1 - terminated) * Q_target(s', argmax_a' Q(s', a'))  (online selects)
 loss = mean(w * loss_fn(Q(s, a), y)), w the importance-sampling weights of prioritized replay
-(1 otherwise); |Q(s, a) - y| are the transitions' new priorities.
+(1 otherwise); |Q(s, a) - y| are the transitions' new priorities. The metrics row has q_mean,
+mean(Q(s, a)), and td_error, mean(|Q(s, a) - y|), of the trained batches.
 The target net follows the online net: `update_type: replace` (the default) copies it every
 `update_frequency` frames, `polyak` blends it in with `polyak_coef` after every gradient step.
 A dueling net (`DuelingMLPNet`, `DuelingConvNet`) only changes how Q is computed. The three
@@ -25,6 +26,7 @@ DEFAULT_UPDATE_FREQUENCY = 1  # replace: copy after every gradient step
 
 class DQN(OffPolicy):
     config: VanillaDQNConfig
+    STATS = ("q_mean", "td_error")
 
     def init_nets(self) -> None:
         super().init_nets()
@@ -61,15 +63,16 @@ class DQN(OffPolicy):
             return target_q.gather(-1, best).squeeze(-1)
         return target_q.max(-1).values
 
-    def train_batch(self, batch: Batch) -> float:
+    def train_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
         obs, actions = batch.obs.float(), batch.actions.long()
         q_preds = self.q_values(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         with torch.no_grad(), net_util.eval_mode(*self.modules().values()):
             next_q = self.next_q(batch.next_obs.float())
             q_targets = batch.rewards + self.gamma * (1.0 - batch.terminateds.float()) * next_q
         loss = self.weighted_mean(self.loss_fn(q_preds, q_targets), batch)
+        td_errors = q_preds.detach() - q_targets
         if self.optimize(loss):
-            self.update_priorities(batch, q_preds - q_targets)
+            self.update_priorities(batch, td_errors)
             if self.target is not None:
                 self.target.update()
-        return loss.item()
+        return {"loss": loss, "q_mean": q_preds.mean(), "td_error": td_errors.abs().mean()}

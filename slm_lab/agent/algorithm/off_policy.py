@@ -4,9 +4,10 @@ Every env step the transitions go to the replay memory. From `training_start_ste
 once the memory holds a batch, a training call runs every `training_frequency` frames:
 `training_iter` batches are sampled, each used for `training_batch_iter` gradient steps
 (`train_batch`). A prioritized memory gets its new priorities after each step (`td_errors`).
+The loss and `STATS` of a training call are their means over its steps, read from the device
+once per call.
 """
 
-import math
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.config import OffPolicyConfig
 from slm_lab.agent.memory.base import Batch
 from slm_lab.agent.net import net_util
+from slm_lab.lib.math_util import finite_mean
 
 
 class OffPolicy(Algorithm):
@@ -32,16 +34,22 @@ class OffPolicy(Algorithm):
 
     def train(self) -> float:
         self.last_train_frame = self.clock.frame
-        losses = []
+        steps = []
         for _ in range(self.config.training_iter):
             batch = self.memory.sample(self.device)
             for _ in range(self.config.training_batch_iter):
-                losses.append(self.train_batch(batch))
-        finite = [x for x in losses if math.isfinite(x)]  # a skipped (non-finite) step reports NaN
-        return sum(finite) / len(finite) if finite else math.nan
+                steps.append(self.train_batch(batch))
+        names = list(steps[0])  # "loss", then STATS
+        with torch.no_grad():  # one read from the device for the whole call
+            values = torch.stack([v for step in steps for v in step.values()])
+            rows = values.view(len(steps), len(names)).tolist()
+        # a skipped (non-finite) step, or a value a step did not measure, is left out
+        loss, *means = (finite_mean(column) for column in zip(*rows, strict=True))
+        return self.keep_stats(loss, dict(zip(names[1:], means, strict=True)))
 
-    def train_batch(self, batch: Batch) -> float:
-        """One gradient step on a sampled batch; returns the loss."""
+    def train_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One gradient step on a sampled batch; returns its loss and `STATS` (NaN: not
+        measured at this step)."""
         raise NotImplementedError
 
     @staticmethod

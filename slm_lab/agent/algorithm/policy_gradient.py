@@ -15,6 +15,7 @@ from slm_lab.lib.schedule import VarScheduler
 
 class PolicyGradient(Algorithm):
     config: PolicyGradientConfig
+    STATS = ("policy_loss", "entropy")  # the policy term of the loss; mean entropy of pi(.|s)
 
     def init_nets(self) -> None:
         net = self.agent_config.net

@@ -20,6 +20,14 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
        loss = policy_loss - entropy_coef * H + val_loss_coef * val_loss
      stopping early when the approximate KL, E[(ratio - 1) - log ratio] over the epoch's last
      minibatch, passes `target_kl` (if set).
+The metrics row has, for the training call:
+  loss, policy_loss, value_loss (val_loss), entropy: means over its minibatches
+  approx_kl = E[(ratio - 1) - log ratio] (as CleanRL) and clip_frac, the fraction of samples
+    whose ratio the clip moved (|ratio - 1| > eps): over every sample of its minibatches, the
+    same as the mean over minibatches of one size (the ratios are kept and reduced once per
+    call, cheaper than a reduction per minibatch)
+  explained_variance = 1 - Var[V_target - V] / Var[V_target] over the batch, V the values it
+    was collected with (as CleanRL and Stable-Baselines3 report it)
 """
 
 from typing import Any
@@ -30,7 +38,7 @@ from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.config import PPOConfig
 from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.agent.net import net_util
-from slm_lab.lib.math_util import PercentileScale, normalize
+from slm_lab.lib.math_util import PercentileScale, explained_variance, normalize
 from slm_lab.lib.schedule import VarScheduler
 
 DEFAULT_CLIP_EPS = 0.2  # the clip range without a clip_eps_spec (Schulman et al. 2017)
@@ -48,8 +56,26 @@ def minibatch_idxs(
     )
 
 
+def approx_kl(ratios: torch.Tensor, log_ratios: torch.Tensor) -> torch.Tensor:
+    """E[(ratio - 1) - log ratio], an unbiased, non-negative estimate of KL(pi_old || pi)."""
+    return ((ratios - 1.0) - log_ratios).mean()
+
+
+def clip_frac(ratios: torch.Tensor, clipped_ratios: torch.Tensor) -> torch.Tensor:
+    """The fraction of samples whose ratio the clip moved: |ratio - 1| > eps."""
+    return (clipped_ratios != ratios).float().mean()
+
+
 class PPO(ActorCritic):
     config: PPOConfig
+    STATS = (
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "approx_kl",
+        "clip_frac",
+        "explained_variance",
+    )
 
     def init_nets(self) -> None:
         super().init_nets()
@@ -88,16 +114,18 @@ class PPO(ActorCritic):
         eps = self.clip_eps.val
         ent_coef = self.entropy_coef.val
         batch_size = obs.shape[0]
-        losses, entropies = [], []
+        mb_losses = []  # per minibatch: [loss, policy_loss, val_loss, entropy]
+        mb_ratios = []  # per minibatch: (ratios, clipped_ratios, log_ratios)
         for _ in range(config.training_epoch):
             for idx in minibatch_idxs(batch_size, config.minibatch_size, self.device):
                 mean, log_std, v_preds = self.nets.pdparam_value(obs[idx])
                 log_probs, entropy = self.log_prob_entropy(mean, log_std, actions[idx])
                 log_ratios = log_probs - old_log_probs[idx]
                 ratios = log_ratios.exp()
+                clipped_ratios = ratios.clamp(1.0 - eps, 1.0 + eps)
                 mb_advs = self.normalize_advs(advs[idx])
                 surr1 = ratios * mb_advs
-                surr2 = ratios.clamp(1.0 - eps, 1.0 + eps) * mb_advs
+                surr2 = clipped_ratios * mb_advs
                 policy_loss = -torch.min(surr1, surr2).mean()
                 if config.clip_vloss:
                     old_v = old_v_preds[idx]
@@ -110,15 +138,27 @@ class PPO(ActorCritic):
                 entropy = entropy.mean()
                 loss = policy_loss - ent_coef * entropy + config.val_loss_coef * val_loss
                 self.optimize(loss)
-                losses.append(loss.detach())
-                entropies.append(entropy.detach())
+                with torch.no_grad():
+                    mb_losses.append(torch.stack([loss, policy_loss, val_loss, entropy]))
+                mb_ratios.append((ratios.detach(), clipped_ratios.detach(), log_ratios.detach()))
             if config.target_kl is not None:
                 with torch.no_grad():
-                    approx_kl = ((ratios - 1.0) - log_ratios).mean().item()
-                if approx_kl > config.target_kl:
-                    break
-        self.entropy = torch.stack(entropies).mean().item()
-        return torch.stack(losses).mean().item()
+                    if approx_kl(ratios, log_ratios).item() > config.target_kl:
+                        break
+        with torch.no_grad():
+            loss, policy_loss, val_loss, entropy = torch.stack(mb_losses).mean(0).unbind()
+            ratios, clipped_ratios, log_ratios = (
+                torch.cat(x) for x in zip(*mb_ratios, strict=True)
+            )
+        return self.record(
+            loss,
+            policy_loss=policy_loss,
+            value_loss=val_loss,
+            entropy=entropy,
+            approx_kl=approx_kl(ratios, log_ratios),
+            clip_frac=clip_frac(ratios, clipped_ratios),
+            explained_variance=explained_variance(old_v_preds, v_targets),
+        )
 
     def normalize_advs(self, advs: torch.Tensor) -> torch.Tensor:
         """A minibatch's advantages as the policy loss takes them (`normalize_advantages`)."""

@@ -3,6 +3,7 @@
 loss = -mean(log pi(a_t|s_t) * R_t) - entropy_coef * mean(H[pi(.|s_t)])
 R_t is the discounted return to the episode end (or to the batch end with OnPolicyBatchReplay),
 centered by its batch mean when `center_return` is set (a constant baseline).
+The metrics row has policy_loss, -mean(log pi(a_t|s_t) * R_t), and entropy, mean(H[pi(.|s_t)]).
 """
 
 from slm_lab.agent.algorithm.config import ReinforceConfig
@@ -24,5 +25,4 @@ class Reinforce(PolicyGradient):
         entropy = entropy.mean()
         loss = policy_loss - self.entropy_coef.val * entropy
         self.optimize(loss)
-        self.entropy = entropy.item()
-        return loss.item()
+        return self.record(loss, policy_loss=policy_loss, entropy=entropy)

@@ -17,7 +17,9 @@ For a sampled transition (s, a, r, s') and alpha = exp(log_alpha), the soft valu
   alpha:   loss = -mean(exp(log_alpha) * (E_{a~pi}[log pi(a|s)] + target_entropy))  (no grad to pi)
            then log_alpha <- clamp(log_alpha, log_alpha_min, log_alpha_max)
 w the importance-sampling weights of prioritized replay (1 otherwise; the actor and alpha losses
-are plain means); the new priorities are the mean of |Q1 - y| and |Q2 - y|. The temperature
+are plain means); the new priorities are the mean of |Q1 - y| and |Q2 - y|. The metrics row has
+the critic loss as `loss`, q1_mean and q2_mean (mean Q1(s, a), Q2(s, a) of the trained batches),
+and from the actor steps actor_loss, alpha_loss and entropy, -E[log pi]. The temperature
 loss uses alpha itself (gradient -alpha * (...) on log_alpha), so the targets and the tuning see
 the same alpha; E[log pi] is the sampled log pi when continuous and -H(pi(.|s)) exactly when
 discrete. target_entropy `auto` is -action_dim
@@ -88,6 +90,7 @@ def squashed_normal_sample(
 
 class SoftActorCritic(OffPolicy):
     config: SoftActorCriticConfig
+    STATS = ("q1_mean", "q2_mean", "entropy", "actor_loss", "alpha_loss")
 
     # -- nets ----------------------------------------------------------------------------------
     def init_nets(self) -> None:
@@ -109,6 +112,7 @@ class SoftActorCritic(OffPolicy):
             for _ in range(2)
         )
         self.target = self.init_target_nets(critic)
+        self.unmeasured = torch.tensor(math.nan, device=self.device)  # a step's missing STATS
 
         self.tune_alpha = config.fixed_alpha is None
         self.log_alpha_min, self.log_alpha_max = config.log_alpha_bounds
@@ -243,8 +247,10 @@ class SoftActorCritic(OffPolicy):
             next_v = self.soft_v(next_q1, next_q2, next_log_probs)
             return batch.rewards + self.gamma * (1.0 - batch.terminateds.float()) * next_v
 
-    def calc_critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """(loss, td_errors) of the twin critics on a batch."""
+    def calc_critic_loss(
+        self, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(loss, td_errors, mean Q1(s, a), mean Q2(s, a)) of the twin critics on a batch."""
         obs, actions = batch.obs.float(), batch.actions
         q_targets = self.calc_q_targets(batch)
         q1_preds = self.taken(self.q_values(self.q1_net, obs, actions.float()), actions)
@@ -257,10 +263,10 @@ class SoftActorCritic(OffPolicy):
         q2_preds: torch.Tensor,
         q_targets: torch.Tensor,
         batch: Batch,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         losses = self.loss_fn(q1_preds, q_targets) + self.loss_fn(q2_preds, q_targets)
         td_errors = ((q1_preds - q_targets).abs() + (q2_preds - q_targets).abs()) / 2
-        return self.weighted_mean(losses, batch), td_errors
+        return self.weighted_mean(losses, batch), td_errors, q1_preds.mean(), q2_preds.mean()
 
     def calc_actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(actor loss, E_{a~pi}[log pi(a|s)] per sample). Continuous: the gradient reaches the
@@ -289,23 +295,26 @@ class SoftActorCritic(OffPolicy):
         ).mean()
 
     # -- training ------------------------------------------------------------------------------
-    def train_batch(self, batch: Batch) -> float:
-        critic_loss, td_errors = self.calc_critic_loss(batch)
+    def train_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
+        critic_loss, td_errors, q1_mean, q2_mean = self.calc_critic_loss(batch)
+        stats = {"loss": critic_loss, **dict.fromkeys(self.STATS, self.unmeasured)}
         if not self.optimize(critic_loss, self.critic_step):  # an opt_step of the clock
-            return math.nan
+            return stats
+        stats.update(q1_mean=q1_mean, q2_mean=q2_mean)
         self.update_priorities(batch, td_errors)
         if self.target is not None:
             self.target.update()
         if self.clock.opt_step % self.config.policy_delay == 0:
             actor_loss, expected_log_probs = self.calc_actor_loss(batch.obs.float())
             self.optimize(actor_loss, self.actor_step, count=False)
+            stats.update(actor_loss=actor_loss, entropy=-expected_log_probs.mean())
             if self.tune_alpha:
                 alpha_loss = self.calc_alpha_loss(expected_log_probs)
                 self.optimize(alpha_loss, self.alpha_step, count=False)
                 with torch.no_grad():
                     self.log_alpha.value.clamp_(self.log_alpha_min, self.log_alpha_max)
-            self.entropy = -expected_log_probs.mean().item()
-        return critic_loss.item()
+                stats["alpha_loss"] = alpha_loss
+        return stats
 
     def metrics(self) -> dict[str, float]:
         return {**super().metrics(), "alpha": self.alpha.item()}

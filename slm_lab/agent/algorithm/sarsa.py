@@ -6,6 +6,7 @@ with a_{t+1} the action the policy took next in the same env. Where no such acti
 episode was truncated at t, or t is the batch's last step), Q(s_{t+1}, a_{t+1}) is replaced by its
 expectation under the current policy, sum_a pi(a|s_{t+1}) Q(s_{t+1}, a).
 loss = mean(loss_fn(Q(s_t, a_t), y_t)); exploration by epsilon_greedy or boltzmann schedules.
+The metrics row has q_mean, mean(Q(s_t, a_t)), and td_error, mean(|Q(s_t, a_t) - y_t|).
 """
 
 import torch
@@ -19,6 +20,7 @@ from slm_lab.lib import distribution as D
 
 class SARSA(Algorithm):
     config: SARSAConfig
+    STATS = ("q_mean", "td_error")
 
     def init_nets(self) -> None:
         self.init_q_net()
@@ -48,4 +50,6 @@ class SARSA(Algorithm):
             q_targets = batch.rewards + self.gamma * (1.0 - batch.terminateds.float()) * next_q
         loss = self.loss_fn(q_preds, q_targets)
         self.optimize(loss)
-        return loss.item()
+        return self.record(
+            loss, q_mean=q_preds.mean(), td_error=(q_preds.detach() - q_targets).abs().mean()
+        )
