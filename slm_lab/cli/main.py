@@ -273,13 +273,17 @@ def run(
                     f"{mode} continues the search as recorded: --max-frame does not apply"
                 )
             spec, run_info, run_dir = _load_run(mode, target, spec_file, spec_name)
-            if (spec_file, spec_name) != (run_info.get("spec_file"), run_info.get("spec_name")):
-                logger.info(
-                    f"{mode} uses the spec recorded in {run_dir} ({spec['name']}), not {spec_file} {spec_name}"
+            if base == "train" and run_info.get("mode") == "search":
+                raise SpecError(
+                    f"{run_dir} is a trial of the search in {run_info['search_dir']}: resume the search with search@<search folder>, or train the trial's values from a spec file"
                 )
             if base == "search" and (run_dir / io.EXPERIMENT_DF).exists():
                 raise SpecError(
                     f"{run_dir} is finished: its trials are in {run_dir / io.EXPERIMENT_DF}"
+                )
+            if (spec_file, spec_name) != (run_info.get("spec_file"), run_info.get("spec_name")):
+                logger.info(
+                    f"{mode} uses the spec recorded in {run_dir} ({spec['name']}), not {spec_file} {spec_name}"
                 )
         else:
             loaded = spec_util.load_spec(spec_file, spec_name, sets)

@@ -63,6 +63,7 @@ FORKSERVER_PRELOAD = ["slm_lab.experiment.control", "matplotlib.figure"]
 # killed in between resumed trials that had already finished)
 TUNE_STATE_SAVE_S = 1
 DONE = "trial_done"  # in a trial's last report: its sessions finished and its metrics are written
+ENDED = ("TERMINATED", "ERROR")  # Tune's statuses of a trial that will not run again
 COMPLETED, STOPPED, ERRORED = "completed", "stopped early at frame", "errored:"
 
 
@@ -126,7 +127,9 @@ def searcher(spec: Spec) -> OptunaSearch:
 # Ray's and Optuna's Python logs: held from the start, written to the search's log folder once
 # it exists (route_ray_logs), never to the terminal
 RAY_LOGS = logging.handlers.MemoryHandler(capacity=1, flushLevel=logging.DEBUG)
-RAY_LOGGERS = ("ray", "optuna")
+# py.warnings: Python warnings, as logging.captureWarnings routes them (Optuna warns, e.g., when
+# a resumed trial reports a step again)
+RAY_LOGGERS = ("ray", "optuna", "py.warnings")
 
 
 def start_ray() -> bool:
@@ -136,6 +139,7 @@ def start_ray() -> bool:
     if RAY_LOGS.target is not None:  # the previous search's, in the same process
         RAY_LOGS.target.close()
         RAY_LOGS.setTarget(None)
+    logging.captureWarnings(True)
     for name in RAY_LOGGERS:
         log = logging.getLogger(name)
         log.handlers = [RAY_LOGS]
@@ -435,7 +439,10 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
             ),
         )
     grid = tuner.fit()
-    if len(grid) < loaded.meta.max_trial or grid.num_terminated + grid.num_errors < len(grid):
+    # the state Tune saved: after a Ctrl-C the trials it cut short are still running there (the
+    # result grid says they terminated)
+    saved = tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials
+    if len(saved) < loaded.meta.max_trial or any(t.status not in ENDED for t in saved):
         raise SearchStopped()
     return finish(loaded, search_dir, [grid[i] for i in range(len(grid))])
 

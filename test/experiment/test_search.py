@@ -137,6 +137,16 @@ def test_asha_stops_the_trials_that_cannot_learn(ray_address: str, in_tmp: Path)
     assert f"{NAME}_t0 started | env.max_t=500 | {GAMMA}=" in result.stderr
     assert session_processes() == []
 
+    trial_dir = search_dir / f"{NAME}_t{best}"
+    enjoyed = invoke(["run", path, NAME, f"enjoy@{trial_dir}", "--episodes", "2"])
+    assert enjoyed.stdout.startswith("enjoy: 2 episodes | mean_return:"), enjoyed.stderr
+    assert f"_t{best}_s0_ckpt-best_model.pt" in enjoyed.stdout
+    refused = invoke(["run", path, NAME, f"train@{trial_dir}"])
+    assert (refused.exit_code, refused.stderr) == (
+        2,
+        f"error: {trial_dir} is a trial of the search in {search_dir}: resume the search with search@<search folder>, or train the trial's values from a spec file\n",
+    )
+
 
 def leftovers(folder: Path) -> list[psutil.Process]:
     """Processes working in `folder` (a trial's Ray worker, its fork server, its sessions)."""
