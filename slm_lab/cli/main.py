@@ -26,7 +26,16 @@ app = typer.Typer(
 DEMO_SPEC_FILE = "demo.json"
 DEMO_SPEC_NAME = "ppo_cartpole_demo"
 MODE_WORDS = ("dev", "train", "search", "enjoy")
-MODES = ("dev", "train", "search", "enjoy@<run folder>", "train@<run folder>", "train@latest")
+MODES = (
+    "dev",
+    "train",
+    "search",
+    "enjoy@<run folder>",
+    "train@<run folder>",
+    "train@latest",
+    "search@<search folder>",
+    "search@latest",
+)
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 ENJOY_EPISODES = 10
 # what a shortcut option sets: (-s path)
@@ -71,6 +80,8 @@ def _versions() -> dict[str, str]:
 def _new_run_dir(
     spec: dict[str, Any], sets: dict[str, Any], mode: str, spec_file: str, spec_name: str
 ) -> Path:
+    """A new run folder (a search folder in search mode: its trials have the run folders) with
+    the spec record."""
     from slm_lab.lib import io
 
     if spec["meta"].get("random_seed") is None:
@@ -79,7 +90,7 @@ def _new_run_dir(
     run_dir = io.DATA_DIR / f"{spec['name']}_{io.timestamp()}"
     while run_dir.exists():  # two runs started in the same second
         run_dir = run_dir.with_name(run_dir.name + "_")
-    for sub in ("info", "graph", "log", "model"):
+    for sub in ("log",) if mode == "search" else ("info", "graph", "log", "model"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     record = {
         **spec,
@@ -94,7 +105,8 @@ def _new_run_dir(
         },
     }
     io.write_json(record, run_dir / f"{spec['name']}_spec.json")
-    io.write_json(spec, run_dir / f"{spec['name']}_t0_spec.json")
+    if mode != "search":
+        io.write_json(spec, run_dir / f"{spec['name']}_t0_spec.json")
     return run_dir
 
 
@@ -107,14 +119,21 @@ def _load_run(
     from slm_lab.spec import spec_util
     from slm_lab.spec.spec_util import SpecError
 
+    search = mode.startswith("search")
     if target == "latest":
         name = spec_util.get_spec(spec_file, spec_name)["name"]
-        run_dir = io.latest_run_dir(name)
+        run_dir = io.latest_run_dir(name, search)
         if run_dir is None:
-            raise SpecError(f"{mode}: no run of {name} in {io.DATA_DIR}/")
+            raise SpecError(
+                f"{mode}: no {'search' if search else 'run'} of {name} in {io.DATA_DIR}/"
+            )
     else:
         run_dir = Path(target)
-        if not io.is_run_dir(run_dir):
+        if search and not io.is_search_dir(run_dir):
+            raise SpecError(
+                f"{target}: not a search folder (expected a folder made by slm-lab run ... search, with <spec_name>_spec.json and {io.SEARCH_STATE_DIR}/)"
+            )
+        if not search and not io.is_run_dir(run_dir):
             raise SpecError(
                 f"{target}: not a run folder (expected a folder made by slm-lab run, with <spec_name>_spec.json and info/)"
             )
@@ -140,7 +159,14 @@ def _parse_mode(mode: str, spec_file: str) -> tuple[str, str]:
     from slm_lab.spec.spec_util import SpecError, did_you_mean
 
     base, _, target = mode.partition("@")
-    if (base, bool(target)) in (("dev", False), ("train", False), ("enjoy", True), ("train", True)):
+    if (base, bool(target)) in (
+        ("dev", False),
+        ("train", False),
+        ("search", False),
+        ("enjoy", True),
+        ("train", True),
+        ("search", True),
+    ):
         return base, target
     if base == "enjoy":
         raise SpecError(
@@ -185,7 +211,7 @@ def run(
     mode: Annotated[
         str,
         typer.Argument(
-            help="dev | train | search | enjoy@<run folder> | train@<run folder> | train@latest | enjoy@latest"
+            help="dev | train | search | enjoy@<run folder> | train@<run folder> | train@latest | enjoy@latest | search@<search folder> | search@latest"
         ),
     ] = "dev",
     set_: Annotated[
@@ -237,14 +263,24 @@ def run(
                 sets[SHORTCUTS[option]] = str(int(value))
         spec_name, mode = _pick_spec(spec_file, spec_name, mode)
         base, target = _parse_mode(mode, spec_file)
-        if mode == "search":
-            _fail("search mode is not available yet (it lands with the Ray Tune search work)", 1)
         if target:
             if set_ or sessions is not None or seed is not None:
                 raise SpecError(
                     f"{mode} continues the spec recorded in the run folder: -s, --sessions and --seed do not apply (--max-frame extends a train@ run)"
                 )
+            if base == "search" and max_frame is not None:
+                raise SpecError(
+                    f"{mode} continues the search as recorded: --max-frame does not apply"
+                )
             spec, run_info, run_dir = _load_run(mode, target, spec_file, spec_name)
+            if base == "train" and run_info.get("mode") == "search":
+                raise SpecError(
+                    f"{run_dir} is a trial of the search in {run_info['search_dir']}: resume the search with search@<search folder>, or train the trial's values from a spec file"
+                )
+            if base == "search" and (run_dir / io.EXPERIMENT_DF).exists():
+                raise SpecError(
+                    f"{run_dir} is finished: its trials are in {run_dir / io.EXPERIMENT_DF}"
+                )
             if (spec_file, spec_name) != (run_info.get("spec_file"), run_info.get("spec_name")):
                 logger.info(
                     f"{mode} uses the spec recorded in {run_dir} ({spec['name']}), not {spec_file} {spec_name}"
@@ -252,14 +288,25 @@ def run(
         else:
             loaded = spec_util.load_spec(spec_file, spec_name, sets)
             spec = loaded.spec
+            if base == "search":
+                spec_util.check_search_run(loaded.typed)
     except SpecError as e:
         _fail(str(e))
+
+    if base == "search":
+        if target:
+            _search(spec, run_info, run_dir, spec_file, spec_name, log_level)
+        else:
+            sets_record = {"vars": loaded.placeholders, "overrides": loaded.overrides}
+            _search(spec, sets_record, None, spec_file, spec_name, log_level)
+        return
 
     from slm_lab.experiment import control  # torch: after the input is known to be good
     from slm_lab.spec import schema
 
+    trial_index = int(run_info.get("trial", 0)) if target else 0  # a search trial's folder
     if base == "enjoy":
-        result = control.enjoy(schema.load(spec), run_dir, episodes, render, session)
+        result = control.enjoy(schema.load(spec), run_dir, episodes, render, session, trial_index)
         typer.echo(
             f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
         )
@@ -314,6 +361,80 @@ def run(
     if trial.eval_metrics is not None:
         typer.echo(f"trial_metrics_eval: {format_metrics(trial.eval_metrics)}")
     typer.echo(f"run folder: {run_dir}")
+
+
+def _search(
+    spec: dict[str, Any],
+    record_info: dict[str, Any],
+    search_dir: Path | None,
+    spec_file: str,
+    spec_name: str,
+    log_level: str,
+) -> None:
+    """Run a new search (`search_dir` None: `record_info` has the -s values to record) or
+    resume the one in `search_dir`; prints the best trials and the command that validates the
+    best one."""
+    from slm_lab.experiment import search  # Ray: after the input is known to be good
+    from slm_lab.lib import logger as log_setup
+    from slm_lab.lib.logger import logger
+    from slm_lab.spec import schema
+    from slm_lab.spec.spec_util import SpecError
+
+    started = search.start_ray()
+    try:
+        search.check_cluster(schema.load(spec, spec["name"]))
+        resume = search_dir is not None
+        if search_dir is None:
+            search_dir = _new_run_dir(spec, record_info, "search", spec_file, spec_name)
+        log_setup.add_file(str(search_dir / "log" / "search.log"), log_level)
+        logger.info(f"{'resuming' if resume else 'running'} search {spec['name']} in {search_dir}")
+        summary = search.run(spec, search_dir, log_level, resume)  # the seed is in it now
+    except SpecError as e:
+        _fail(str(e))
+    except search.SearchStopped:
+        typer.echo(
+            f"search stopped; resume with: slm-lab run {spec_file} {spec_name} search@{search_dir}",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    finally:
+        if started:
+            search.stop_ray()
+    _print_summary(summary, spec["name"], search_dir)
+
+
+def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
+    from slm_lab.experiment.analysis import json_label
+    from slm_lab.experiment.search import METRIC, TOP_TRIALS
+    from slm_lab.lib import io
+
+    counts: dict[str, int] = {}
+    for t in summary.trials:
+        word = t["status"].split(":")[0].removesuffix(" at frame").split(" ")[0]
+        counts[word] = counts.get(word, 0) + 1
+    typer.echo(
+        f"search: {len(summary.trials)} trials | "
+        + " | ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    )
+    ranked = sorted(
+        (t for t in summary.trials if t[METRIC] == t[METRIC]),  # NaN: errored, no metric
+        key=lambda t: t[METRIC],
+        reverse=True,
+    )
+    typer.echo(f"top trials by {METRIC}:")
+    for t in ranked[:TOP_TRIALS]:
+        values = " | ".join(
+            f"{k}={json_label(v)}"
+            for k, v in t.items()
+            if k not in ("trial", "status") and "." in k
+        )
+        typer.echo(f"  {name}_t{t['trial']} | {METRIC}:{t[METRIC]:.4g} | {t['status']} | {values}")
+    typer.echo(f"experiment table: {search_dir / io.EXPERIMENT_DF}")
+    if summary.best_spec is None:
+        _fail(f"no trial of {name} completed (see {search_dir / io.EXPERIMENT_DF})", 1)
+    typer.echo(
+        f"best: {name}_t{summary.best['trial']}; validate it with: slm-lab run {summary.best_spec} {name} train"
+    )
 
 
 def _rewrite_record(run_dir: Path, spec: dict[str, Any], run_info: dict[str, Any]) -> None:

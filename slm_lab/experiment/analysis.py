@@ -22,6 +22,7 @@ checkpoint with one return adds its mean and no std); NaN for one session.
 """
 
 import csv
+import json
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -304,3 +305,34 @@ def plot_trial(tables: Sequence[Table], title: str, path: Path) -> None:
     axes[0].set_title(title)
     axes[-1].set_xlabel("frame")
     _save(fig, path)
+
+
+def plot_experiment(
+    trials: Sequence[Mapping[str, Any]], variables: Sequence[str], status_key: str, path: Path
+) -> None:
+    """A search's graph: one panel per searched variable, total_reward_ma of each trial against
+    the variable's value, trials coloured by their status's first word (completed, stopped,
+    errored: an errored trial has no metric to place). A variable whose values are not all
+    numbers (a choice of lists, names, null) gets one tick per distinct value."""
+    fig = _figure(PANEL_WIDTH, 3 * len(variables))
+    axes = np.atleast_1d(fig.subplots(len(variables), 1))
+    statuses = sorted({str(t[status_key]).split()[0] for t in trials})
+    for ax, var in zip(axes, variables, strict=True):
+        values = [t[var] for t in trials]
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        labels = [] if numeric else list(dict.fromkeys(json_label(v) for v in values))
+        for status in statuses:
+            mine = [t for t in trials if str(t[status_key]).split()[0] == status]
+            xs = [t[var] if numeric else labels.index(json_label(t[var])) for t in mine]
+            ax.scatter(xs, [t["total_reward_ma"] for t in mine], label=status, alpha=0.8)
+        if not numeric:
+            ax.set_xticks(range(len(labels)), labels)
+        ax.set_xlabel(var)
+        ax.set_ylabel("total_reward_ma")
+        ax.legend()
+    _save(fig, path)
+
+
+def json_label(value: Any) -> str:
+    """A searched value as a spec writes it ([64, 64], null, "tanh")."""
+    return json.dumps(value)

@@ -12,19 +12,25 @@ and replays deterministically, so the rows it produces are the same; the episode
 back to what it held at that write, and the replay appends the same rows again.
 """
 
+import ctypes
 import math
 import os
 import random
 import resource
 import shutil
+import signal
+import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
+from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import torch
 
 from slm_lab.agent.agent import Agent, MetricsTracker, rng_state, set_rng_state
@@ -43,6 +49,7 @@ ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training sessi
 SAVE_INTERVAL_S = (
     10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
 )
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 EVAL_SUFFIX = "_eval"  # the evaluation's metrics and graphs: the training ones' names + this
 
 
@@ -116,6 +123,7 @@ class Session:
         resume: bool = False,
         render: bool = False,
         threads: int = 1,
+        publish: Callable[[dict[str, float]], None] | None = None,
     ) -> None:
         self.seed = session_seed(spec.meta.random_seed, trial, session)
         # the first line of a session, before the slow part (env processes, nets) starts
@@ -124,6 +132,7 @@ class Session:
             f"{spec.agent.algorithm.name} (seed {self.seed})"
         )
         self.spec = spec
+        self.publish = publish  # given each metrics row as it is made (a search reports them)
         self.run_dir = run_dir
         self.trial, self.index = trial, session
         self.prefix = prefix(spec, trial, session)
@@ -249,6 +258,8 @@ class Session:
         if self.episodes_file is not None:
             self.episodes_file.write(analysis.episodes_csv_text(self.env.pop_episodes()))
             self.episodes_file.flush()
+        if self.publish is not None:
+            self.publish(row)
         if self.dev:
             self.dev_check_params()
         self.next_row = (self.env.clock.frame // self.log_frequency + 1) * self.log_frequency
@@ -382,8 +393,10 @@ def run_session(
     threads: int,
     log_level: str,
     own_process: bool,
+    publish: Callable[[dict[str, float]], None] | None = None,
 ) -> dict[str, float]:
-    """Run one session: in its own process (`own_process`, a parallel trial) or in the caller's.
+    """Run one session: in its own process (`own_process`, a parallel trial) or in the caller's;
+    `publish` gets each metrics row.
 
     Its log lines carry its tag (the prefix, e.g. `ppo_cartpole_t0_s1`), which the messages
     therefore leave out."""
@@ -399,7 +412,9 @@ def run_session(
         if resume and done_path.exists() and io.read_json(done_path)["frame"] >= spec.env.max_frame:
             logger.info("already finished; keeping its results")
             return io.read_json(done_path)
-        return Session(spec, Path(run_dir), trial, session, dev, resume, render, threads).run()
+        return Session(
+            spec, Path(run_dir), trial, session, dev, resume, render, threads, publish
+        ).run()
     except stop.SessionStopped as e:
         return {"stopped_at": e.frame}
     except Exception as e:  # the traceback to the logs, one line to the console and the caller
@@ -409,6 +424,41 @@ def run_session(
         log_setup.remove(sink)
         if not own_process:
             log_setup.set_tag("")
+
+
+def publishing_session(
+    rows: Queue, trial_pid: int, spec: Spec, run_dir: str, trial: int, session: int, log_level: str
+) -> None:
+    """A session process of a search trial: runs the session, putting ("row", session, (frame,
+    total_reward_ma)) on `rows` for each metrics row, then ("done", session, its metrics) or
+    ("failed", session, the error's last line)."""
+    if sys.platform.startswith("linux"):
+        # SIGTERM (save and stop) when the process that started this one ends for any reason,
+        # e.g. the search killed: no session outlives its trial
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if not psutil.pid_exists(trial_pid):  # the trial ended before the line above took effect
+        return
+
+    def publish(row: dict[str, float]) -> None:
+        rows.put(("row", session, (int(row["frame"]), float(row["total_reward_ma"]))))
+
+    try:
+        metrics = run_session(
+            spec,
+            run_dir,
+            trial,
+            session,
+            dev=False,
+            resume=False,
+            render=False,
+            threads=spec.meta.num_threads,
+            log_level=log_level,
+            own_process=True,
+            publish=publish,
+        )
+        rows.put(("done", session, metrics))
+    except SessionFailed as e:
+        rows.put(("failed", session, str(e)))
 
 
 class Trial:
@@ -526,10 +576,10 @@ class Trial:
 
 
 def enjoy(
-    spec: Spec, run_dir: Path, episodes: int, render: bool, session: int = 0
+    spec: Spec, run_dir: Path, episodes: int, render: bool, session: int = 0, trial: int = 0
 ) -> dict[str, float]:
     """Replay the best checkpoint of a session without training; writes to its own folder."""
-    pre = prefix(spec, 0, session)
+    pre = prefix(spec, trial, session)
     model_path, _ = ckpt_paths(run_dir, pre, "best")
     if not model_path.exists():
         model_path, _ = ckpt_paths(run_dir, pre, "latest")

@@ -1,6 +1,8 @@
 """Small helpers shared across modules."""
 
+import os
 import time
+from pathlib import Path
 
 from loguru import logger
 
@@ -14,3 +16,25 @@ def warn_rate_limited(key: str, message: str, interval: float = WARN_INTERVAL_S)
     if now - _last_warned.get(key, -interval) >= interval:
         _last_warned[key] = now
         logger.warning(message)
+
+
+NVIDIA_GPUS_DIR = Path("/proc/driver/nvidia/gpus")  # one entry per GPU the driver sees (Linux)
+
+
+def machine_cpus() -> int:
+    """CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def machine_gpus() -> int:
+    """NVIDIA GPUs this process may use, counted without importing torch: CUDA_VISIBLE_DEVICES
+    when it is set (as CUDA reads it: the ids up to the first invalid one), else the driver's."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return len(list(NVIDIA_GPUS_DIR.glob("*"))) if NVIDIA_GPUS_DIR.is_dir() else 0
+    count = 0
+    for device in visible.split(","):
+        if not device.strip() or device.strip().startswith("-"):
+            break
+        count += 1
+    return count

@@ -18,7 +18,7 @@ from slm_lab.agent.net.config import (
     OptimSpec,
 )
 from slm_lab.env.config import EnvConfig
-from slm_lab.experiment.config import MetaConfig
+from slm_lab.experiment.config import MetaConfig, SearchResourcesConfig, SearchSchedulerConfig
 from slm_lab.lib.config import Config, default_text, hints, info, type_name
 from slm_lab.lib.schedule import ScheduleConfig
 
@@ -129,6 +129,37 @@ def examples_section() -> list[str]:
     return lines
 
 
+SEARCH_TEXT = """What `search` mode samples (other modes ignore the block). Each leaf is a dotted spec
+path with a distribution suffix and the distribution's arguments, written flat or nested as
+SLM Lab v5 specs write it:
+
+```json
+"search": {
+  "agent.algorithm.gamma__uniform": [0.98, 0.999],
+  "agent": {"net": {"actor_optim_spec": {"lr__loguniform": [1e-4, 1e-2]}}}
+}
+```
+
+| distribution | arguments | draws |
+|---|---|---|
+| `uniform` | `[lo, hi]` | a float in [lo, hi] |
+| `quniform` | `[lo, hi, q]` | uniform, rounded to a multiple of q |
+| `loguniform` | `[lo, hi]` | a float in [lo, hi], uniform in log space (lo > 0) |
+| `qloguniform` | `[lo, hi, q]` | loguniform, rounded to a multiple of q |
+| `randn` | `[mean, sd]` | a normal float |
+| `qrandn` | `[mean, sd, q]` | randn, rounded to a multiple of q |
+| `randint` | `[lo, hi]` | an int in [lo, hi) |
+| `qrandint` | `[lo, hi, q]` | a multiple of q in [lo, hi] |
+| `lograndint` | `[lo, hi]` | an int in [lo, hi), uniform in log space (lo > 0) |
+| `qlograndint` | `[lo, hi, q]` | lograndint, rounded to a multiple of q |
+| `choice` | `[v1, v2, ...]` | one of the values (any JSON value) |
+
+A path must name a key its section reads (`agent.algorithm`, `agent.memory`, `agent.net`,
+`agent.critic_net`, `env` (its own arguments too) or `meta`, not `meta.max_trial` nor the
+search's own settings); `slm-lab check` validates the spec with each bound and each choice set.
+`grid_search` is refused: Optuna samples, use `choice`."""
+
+
 def render() -> str:
     out = [HEADER]
     out += [
@@ -184,6 +215,18 @@ def render() -> str:
         "## meta",
         "",
         *table(MetaConfig),
+        "",
+        "### search_resources",
+        "",
+        *table(SearchResourcesConfig),
+        "",
+        "### search_scheduler",
+        "",
+        *table(SearchSchedulerConfig),
+        "",
+        "## search",
+        "",
+        SEARCH_TEXT,
         "",
         *examples_section(),
     ]

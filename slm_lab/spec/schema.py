@@ -27,24 +27,13 @@ from slm_lab.agent.net.config import parse_net
 from slm_lab.env.config import EnvConfig
 from slm_lab.experiment.config import MetaConfig
 from slm_lab.lib.config import SpecError, did_you_mean, parse
+from slm_lab.spec import search_space
+from slm_lab.spec.search_space import SearchParam
 
 TOP_KEYS = ("agent", "env", "meta", "search", "name", "run_info")
 AGENT_KEYS = ("name", "algorithm", "memory", "net", "critic_net")
 # keys that v5 spec files carry but v5 never read: warned about, then ignored
 DEPRECATED_TOP = {"body": None}
-SEARCH_DISTS = (
-    "uniform",
-    "quniform",
-    "loguniform",
-    "qloguniform",
-    "randn",
-    "qrandn",
-    "randint",
-    "qrandint",
-    "lograndint",
-    "choice",
-    "grid_search",
-)
 
 
 @dataclass(frozen=True)
@@ -53,7 +42,7 @@ class Spec:
     agent: AgentConfig
     env: EnvConfig
     meta: MetaConfig
-    search: dict[str, Any] | None
+    search: tuple[SearchParam, ...] | None  # the searched paths, when the spec has a search block
 
 
 def _section(spec: dict[str, Any], key: str, path: str) -> Any:
@@ -93,10 +82,7 @@ def load(spec: Any, spec_name: str = "") -> Spec:
     agent_config = AgentConfig(agent.get("name"), algorithm, memory, net, critic_net)
     search = spec.get("search")
     if search is not None:
-        if not isinstance(search, dict):
-            raise SpecError(f"search: expected a mapping, got {search!r}")
-        for k, v in search.items():
-            _check_search(k, v, "search")
+        search = tuple(search_space.parse(search))
     loaded = Spec(str(spec.get("name") or spec_name), agent_config, env, meta, search)
     _check_agent(loaded)
     return loaded
@@ -168,24 +154,4 @@ def _check_agent(spec: Spec) -> None:
     if not isinstance(algo, SoftActorCriticConfig) and agent.critic_net is not None:
         raise SpecError(
             f"agent.critic_net: read only by SoftActorCritic and CrossQ, not by {algo.name}"
-        )
-
-
-def _check_search(key: str, value: Any, path: str) -> None:
-    full = f"{path}.{key}"
-    if "__" in key:
-        dist = key.rsplit("__", 1)[1]
-        if dist not in SEARCH_DISTS:
-            raise SpecError(
-                f"{full}: {dist!r} is not a search distribution{did_you_mean(dist, SEARCH_DISTS)}"
-            )
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_search(k, v, full)
-    elif isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
-        for k, v in value[0].items():
-            _check_search(k, v, full)
-    else:
-        raise SpecError(
-            f"{full}: a search leaf must be named <param>__<distribution>, e.g. lr__loguniform"
         )

@@ -1,0 +1,289 @@
+"""`search` mode on Ray Tune through the real CLI: a search with ASHA early stopping, a trial
+that raises, a killed search resumed, the suggestions of a seed, the session processes of a
+trial. Ray starts once for the module (2 CPUs: a trial of 2 seeds runs alone, so the order in
+which ASHA sees the trials is fixed); the killed search is a second driver on the same cluster.
+Deselect with `-m "not ray"`.
+"""
+
+import json
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import psutil
+import pytest
+from conftest import invoke, load, make_spec, run_dirs, write_spec_file
+
+from slm_lab.experiment.analysis import TRIAL_METRICS
+
+pytestmark = pytest.mark.ray
+
+NAME = "ppo_search"
+SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
+PNG_MAGIC = b"\x89PNG"
+CLUSTER_CPUS = 2
+GAMMA = "agent.algorithm.gamma"
+WAIT_S = 60.0  # the longest a test waits for a subprocess's search to get somewhere
+POLL_S = 0.2
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    import ray  # heavy: only when a test of this module runs
+
+    ray.init(
+        num_cpus=CLUSTER_CPUS,
+        num_gpus=0,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def search_spec(search: dict[str, Any], max_trial: int, seed: int, **spec: Any) -> dict[str, Any]:
+    out = make_spec("ppo", random_seed=seed, **spec)
+    out["meta"]["max_trial"] = max_trial
+    out["search"] = search
+    return out
+
+
+def experiment_df(search_dir: Path) -> pd.DataFrame:
+    return pd.read_csv(search_dir / "experiment_df.csv")
+
+
+def suggestions(spec: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The values the search of `spec` gives its first `n` trials (Optuna's first trials are
+    drawn from its seeded sampler, whatever the results)."""
+    from slm_lab.experiment import search
+
+    searcher = search.searcher(load(spec))
+    searcher.set_search_properties(None, None, {})
+    return [searcher.suggest(f"trial{i}") for i in range(n)]
+
+
+def session_processes() -> list[psutil.Process]:
+    """Session processes: the children of the fork servers that start them."""
+    servers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "multiprocessing.forkserver" in " ".join(p.info["cmdline"] or [])
+    ]
+    return [c for s in servers for c in s.children()]
+
+
+def test_asha_stops_the_trials_that_cannot_learn(ray_address: str, in_tmp: Path) -> None:
+    """4 trials x 2 seeds; env.max_t 8 caps every episode at a return of 8, so ASHA stops
+    those trials at its first rung (200 frames), where the trial before reached ~19."""
+    search = {"env.max_t__choice": [8, 500], f"{GAMMA}__uniform": [0.95, 0.999]}
+    spec = search_spec(search, 4, 42, max_frame=800, max_session=2)
+    spec["meta"]["search_scheduler"] = {"grace_period": 200, "reduction_factor": 2}
+    path = str(write_spec_file(in_tmp / "search.json", {NAME: spec}))
+    result = invoke(["run", path, NAME, "search"])
+    assert result.exit_code == 0, result.stderr
+    [search_dir] = run_dirs(in_tmp / "data")
+    search_dir = search_dir.resolve()
+
+    values = suggestions(spec, 4)
+    assert [v["env.max_t"] for v in values] == [500, 8, 500, 8]
+    df = experiment_df(search_dir)
+    assert list(df.columns) == ["trial", "status", "env.max_t", GAMMA, *TRIAL_METRICS]
+    assert list(df["trial"]) == [0, 1, 2, 3]
+    assert list(df[GAMMA]) == [v[GAMMA] for v in values]
+    assert list(df["env.max_t"]) == [500, 8, 500, 8]
+    stopped = "stopped early at frame 200"
+    assert list(df["status"]) == ["completed", stopped, "completed", stopped]
+    assert list(df.loc[df["env.max_t"] == 8, "total_reward_ma"]) == [8.0, 8.0]
+    for i in range(4):
+        trial_dir = search_dir / f"{NAME}_t{i}"
+        record = json.loads((trial_dir / f"{NAME}_spec.json").read_text())
+        assert record["run_info"]["trial"] == i
+        assert record["env"]["max_t"] == values[i]["env.max_t"] and "search" not in record
+        for s in range(2):
+            assert (trial_dir / "info" / f"{NAME}_t{i}_s{s}_session_df.csv").is_file()
+        metrics = json.loads((trial_dir / "info" / f"{NAME}_t{i}_trial_metrics.json").read_text())
+        assert metrics["total_reward_ma"] == pytest.approx(df["total_reward_ma"][i])
+        assert (trial_dir / f"{NAME}_t{i}_trial_graph.png").read_bytes()[:4] == PNG_MAGIC
+    graph = search_dir / f"{NAME}_experiment_graph.png"
+    assert graph.read_bytes()[:4] == PNG_MAGIC
+    assert (search_dir / "tune").is_dir() and (search_dir / "log" / "search.log").is_file()
+    # model files: the best 3 (the two completed, then the first of the tied stopped trials)
+    with_models = {i for i in range(4) if any((search_dir / f"{NAME}_t{i}" / "model").iterdir())}
+    assert with_models == {0, 1, 2}
+
+    best = int(df.loc[df["status"] == "completed", "total_reward_ma"].idxmax())
+    best_spec = search_dir / f"{NAME}_best_spec.json"
+    [best_run] = json.loads(best_spec.read_text()).values()
+    assert best_run["agent"]["algorithm"]["gamma"] == df[GAMMA][best]
+    assert "search" not in best_run and best_run["meta"]["max_trial"] == 1
+    assert invoke(["check", str(best_spec)]).stdout == f"ok: {NAME}\n"
+    out = result.stdout.splitlines()
+    assert out[0] == "search: 4 trials | completed 2 | stopped 2"
+    assert out[2].startswith(f"  {NAME}_t{best} | total_reward_ma:")
+    assert out[-1] == (
+        f"best: {NAME}_t{best}; validate it with: slm-lab run {best_spec} {NAME} train"
+    )
+    assert f"{NAME}_t1 stopped early at frame 200 | total_reward_ma:8" in result.stderr
+    assert f"{NAME}_t0 started | env.max_t=500 | {GAMMA}=" in result.stderr
+    assert session_processes() == []
+
+    trial_dir = search_dir / f"{NAME}_t{best}"
+    enjoyed = invoke(["run", path, NAME, f"enjoy@{trial_dir}", "--episodes", "2"])
+    assert enjoyed.stdout.startswith("enjoy: 2 episodes | mean_return:"), enjoyed.stderr
+    assert f"_t{best}_s0_ckpt-best_model.pt" in enjoyed.stdout
+    refused = invoke(["run", path, NAME, f"train@{trial_dir}"])
+    assert (refused.exit_code, refused.stderr) == (
+        2,
+        f"error: {trial_dir} is a trial of the search in {search_dir}: resume the search with search@<search folder>, or train the trial's values from a spec file\n",
+    )
+
+
+def leftovers(folder: Path) -> list[psutil.Process]:
+    """Processes working in `folder` (a trial's Ray worker, its fork server, its sessions)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if Path(p.cwd()).is_relative_to(folder):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def wait_for(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {WAIT_S} s for {what}"
+        time.sleep(POLL_S)
+
+
+def trial_statuses(search_dir: Path) -> list[str]:
+    """The trial statuses Tune last recorded in its experiment state."""
+    states = list((search_dir / "tune").glob("experiment_state-*.json"))
+    if not states:
+        return []
+    trials = json.loads(states[0].read_text())["trial_data"]
+    return [json.loads(t)["status"] for t, _ in trials]
+
+
+def test_a_killed_search_resumes_only_its_unfinished_trials(ray_address: str, in_tmp: Path) -> None:
+    """A search SIGKILLed while its second trial runs: its sessions end with it; search@latest
+    reruns that trial and runs the third, and leaves the finished first one as it was. The
+    third draws init_fn dirac_, which cannot initialize a linear layer: its session raises, the
+    trial is errored with that line, and the others complete."""
+    search = {
+        "env.max_frame__choice": [400, 20000],
+        "agent.net.init_fn__choice": ["orthogonal_", "dirac_"],
+    }
+    spec = search_spec(search, 3, 6, max_frame=400)
+    spec["meta"]["search_resources"] = {"cpu": CLUSTER_CPUS}  # one trial at a time
+    assert [(v["env.max_frame"], v["agent.net.init_fn"]) for v in suggestions(spec, 3)] == [
+        (400, "orthogonal_"),
+        (20000, "orthogonal_"),
+        (20000, "dirac_"),
+    ]
+    path = str(write_spec_file(in_tmp / "search.json", {NAME: spec}))
+    with open(in_tmp / "search.err", "w") as err:
+        proc = subprocess.Popen(
+            [SLM_LAB, "run", path, NAME, "search"],
+            cwd=in_tmp,
+            env={**os.environ, "RAY_ADDRESS": ray_address},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        wait_for(lambda: run_dirs(in_tmp / "data"), "the search folder")
+        [search_dir] = run_dirs(in_tmp / "data")
+        search_dir = search_dir.resolve()
+        t0_metrics = search_dir / f"{NAME}_t0" / "info" / f"{NAME}_t0_trial_metrics.json"
+        t1_rows = search_dir / f"{NAME}_t1" / "info" / f"{NAME}_t1_s0_session_df.csv"
+        wait_for(
+            lambda: t1_rows.exists() and trial_statuses(search_dir)[:1] == ["TERMINATED"],
+            "the first trial recorded finished and the second one running",
+        )
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    wait_for(lambda: not leftovers(search_dir), "the killed search's processes to end")
+    assert not (search_dir / "experiment_df.csv").exists()
+    t0_written = t0_metrics.stat().st_mtime_ns
+
+    result = invoke(["run", path, NAME, "search@latest"])
+    assert result.exit_code == 0, result.stderr
+    df = experiment_df(search_dir)
+    error = (
+        f"{NAME}_t2_s0 failed: ValueError: Only tensors with 3, 4, or 5 dimensions are supported"
+    )
+    assert list(df["status"]) == ["completed", "completed", f"errored: {error}"]
+    assert list(df["frame"][:2]) == [400, 20000] and math.isnan(df["total_reward_ma"][2])
+    assert t0_metrics.stat().st_mtime_ns == t0_written
+    assert f"{NAME}_t0 started" not in result.stderr
+    assert f"{NAME}_t1 started" in result.stderr and f"{NAME}_t2 errored: {error}" in result.stderr
+    assert "Traceback" in (search_dir / f"{NAME}_t2" / "log" / f"{NAME}_t2_s0.log").read_text()
+    assert result.stdout.splitlines()[0] == "search: 3 trials | completed 2 | errored 1"
+
+    again = invoke(["run", path, NAME, "search@latest"])
+    assert (again.exit_code, again.stderr) == (
+        2,
+        f"error: {search_dir.relative_to(in_tmp)} is finished: its trials are in {search_dir.relative_to(in_tmp) / 'experiment_df.csv'}\n",
+    )
+
+
+def test_a_seed_gives_the_same_suggestions_and_each_draw_fits_its_distribution() -> None:
+    search = {
+        "a__uniform": [0.9, 0.99],
+        "b__quniform": [0.1, 0.9, 0.2],
+        "c__loguniform": [1e-4, 1e-2],
+        "d__qloguniform": [1e-4, 1e-2, 1e-4],
+        "e__randn": [0.5, 0.1],
+        "f__qrandn": [0.2, 0.05, 0.01],
+        "g__randint": [1, 4],
+        "h__qrandint": [32, 128, 32],
+        "i__lograndint": [1, 64],
+        "j__qlograndint": [8, 64, 8],
+        "k__choice": [[16], [32, 32], None, "x"],
+    }
+    spec = make_spec("ppo")
+    spec["search"] = {f"agent.algorithm.{k}": v for k, v in search.items()}
+    drawn = suggestions(spec, 20)
+    assert drawn == suggestions(spec, 20)
+    spec["meta"]["random_seed"] += 1
+    assert drawn != suggestions(spec, 20)
+    for d in [{k.rsplit(".", 1)[1]: v for k, v in d.items()} for d in drawn]:
+        assert 0.9 <= d["a"] <= 0.99 and 1e-4 <= d["c"] <= 1e-2
+        assert round(d["b"] / 0.2, 9).is_integer() and 0.2 <= d["b"] <= 0.8
+        assert round(d["d"] / 1e-4, 9).is_integer() and math.isfinite(d["e"])
+        assert round(d["f"] / 0.01, 9).is_integer()
+        assert d["g"] in (1, 2, 3) and d["h"] in (32, 64, 96, 128) and 1 <= d["i"] <= 63
+        assert d["j"] % 8 == 0 and 8 <= d["j"] <= 64
+        assert d["k"] in ([16], [32, 32], None, "x")
+    assert {json.dumps(d[next(k for k in d if k.endswith(".k"))]) for d in drawn} == {
+        "[16]",
+        "[32, 32]",
+        "null",
+        '"x"',
+    }
+
+
+def test_a_trial_whose_session_dies_fails_with_its_exit_code() -> None:
+    """A session process killed from outside (the OOM killer, say) sends no last message."""
+    from slm_lab.experiment import search
+
+    ctx = get_context("spawn")
+    rows = ctx.Queue()
+    proc = ctx.Process(target=os._exit, args=(3,))
+    proc.start()
+    with pytest.raises(search.TrialFailed, match=r"^test_t0_s0 died \(exit code 3\)$"):
+        search.follow(rows, {0: proc}, load(make_spec("ppo")), 0)
+    assert search.mean_of([math.nan, 2.0, 4.0]) == 3.0 and math.isnan(search.mean_of([math.nan]))
+    assert search.finite(math.nan) == -sys.float_info.max and search.finite(1.5) == 1.5
