@@ -355,9 +355,7 @@ class Session:
         marks the session finished (a resumed trial keeps it)."""
         if self.evaluation is not None:
             metrics = self.analyze(self.evaluation.rows, EVAL_SUFFIX)
-            logger.info(
-                f"session_metrics{EVAL_SUFFIX}: {analysis.format_metrics(metrics)}"
-            )
+            logger.info(f"session_metrics{EVAL_SUFFIX}: {analysis.format_metrics(metrics)}")
         metrics = self.analyze(self.tracker.rows, "")
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         logger.info(

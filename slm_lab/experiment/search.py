@@ -62,6 +62,10 @@ FORKSERVER_PRELOAD = ["slm_lab.experiment.control", "matplotlib.figure"]
 # how often Tune records the experiment's state (Tune's default is every 10 s or more: a search
 # killed in between resumed trials that had already finished)
 TUNE_STATE_SAVE_S = 1
+# a trial reports at about every 1/PROGRESS_REPORTS of its frames and at ASHA's rungs, not at
+# every checkpoint: each report costs the trial's worker and the driver (scheduler, searcher,
+# state) more than a small trial's checkpoint costs its sessions
+PROGRESS_REPORTS = 10
 DONE = "trial_done"  # in a trial's last report: its sessions finished and its metrics are written
 ENDED = ("TERMINATED", "ERROR")  # Tune's statuses of a trial that will not run again
 COMPLETED, STOPPED, ERRORED = "completed", "stopped early at frame", "errored:"
@@ -253,10 +257,25 @@ def run_seeds(
         end_sessions(procs, rows)
 
 
+def report_frames(spec: Spec) -> list[int]:
+    """The frames below max_frame at which a trial reports (the first checkpoint at or after
+    each): every 1/PROGRESS_REPORTS of max_frame and, with a scheduler, each of ASHA's rungs
+    (grace_period x reduction_factor^k), so that ASHA compares the trials at its own frames."""
+    max_frame = spec.env.max_frame
+    frames = {max_frame * i // PROGRESS_REPORTS for i in range(1, PROGRESS_REPORTS)}
+    if (scheduler := spec.meta.search_scheduler) is not None:
+        rung = scheduler.grace_period
+        while rung < max_frame:
+            frames.add(rung)
+            rung *= scheduler.reduction_factor
+    return sorted(frames)
+
+
 def follow(
     rows: queue.Queue, procs: dict[int, Any], spec: Spec, trial: int
 ) -> dict[int, dict[str, float]]:
     at_frame: dict[int, dict[int, float]] = {}  # frame -> session -> total_reward_ma
+    due = report_frames(spec)  # what is left of them
     results: dict[int, dict[str, float]] = {}
     dead_before: dict[int, int] = {}
     while len(results) < len(procs):
@@ -281,9 +300,11 @@ def follow(
             frame, ma = payload
             seeds = at_frame.setdefault(frame, {})
             seeds[s] = ma
-            if len(seeds) == len(procs) and frame < spec.env.max_frame:
+            if len(seeds) == len(procs):
                 del at_frame[frame]
-                tune.report({TIME_ATTR: frame, METRIC: finite(mean_of(seeds.values()))})
+                if due and due[0] <= frame < spec.env.max_frame:
+                    due = [f for f in due if f > frame]
+                    tune.report({TIME_ATTR: frame, METRIC: finite(mean_of(seeds.values()))})
         elif kind == "failed":
             raise TrialFailed(f"{control.prefix(spec, trial, s)} failed: {payload}")
         else:

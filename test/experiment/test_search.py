@@ -287,3 +287,24 @@ def test_a_trial_whose_session_dies_fails_with_its_exit_code() -> None:
         search.follow(rows, {0: proc}, load(make_spec("ppo")), 0)
     assert search.mean_of([math.nan, 2.0, 4.0]) == 3.0 and math.isnan(search.mean_of([math.nan]))
     assert search.finite(math.nan) == -sys.float_info.max and search.finite(1.5) == 1.5
+
+
+def test_a_trial_reports_every_tenth_of_its_frames_and_at_each_rung() -> None:
+    from slm_lab.experiment import search
+
+    spec = make_spec("ppo", max_frame=1000)
+    assert search.report_frames(load(spec)) == list(range(100, 1000, 100))
+    spec["meta"]["search_scheduler"] = {"grace_period": 150, "reduction_factor": 3}
+    assert search.report_frames(load(spec)) == [
+        100,
+        150,
+        200,
+        300,
+        400,
+        450,
+        500,
+        600,
+        700,
+        800,
+        900,
+    ]
