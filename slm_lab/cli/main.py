@@ -404,8 +404,7 @@ def _search(
 
 
 def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
-    from slm_lab.experiment.analysis import json_label
-    from slm_lab.experiment.search import METRIC, TOP_TRIALS
+    from slm_lab.experiment.search import METRIC, TOP_TRIALS, value_text
     from slm_lab.lib import io
 
     counts: dict[str, int] = {}
@@ -424,7 +423,7 @@ def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
     typer.echo(f"top trials by {METRIC}:")
     for t in ranked[:TOP_TRIALS]:
         values = " | ".join(
-            f"{k}={json_label(v)}"
+            f"{k}={value_text(v)}"
             for k, v in t.items()
             if k not in ("trial", "status") and "." in k
         )

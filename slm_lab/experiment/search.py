@@ -364,6 +364,12 @@ def error_line(text: str) -> str:
     return message if sep and kind.rsplit(".", 1)[-1] == TrialFailed.__name__ else last
 
 
+def value_text(value: Any) -> str:
+    """A searched value on a progress line: a float to 4 significant digits (the experiment
+    table and the trial's spec have it in full), anything else as the spec writes it."""
+    return f"{value:.4g}" if isinstance(value, float) else analysis.json_label(value)
+
+
 def metric_text(x: float) -> str:
     return "nan" if x == WORST or math.isnan(x) else f"{x:.4g}"
 
@@ -379,7 +385,7 @@ class Progress(tune.Callback):
         return f"{self.name}_t{trial_index(trial)}"
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        values = " | ".join(f"{k}={analysis.json_label(v)}" for k, v in trial.config.items())
+        values = " | ".join(f"{k}={value_text(v)}" for k, v in trial.config.items())
         logger.info(f"{self.tag(trial)} started | {values}")
 
     def on_trial_result(
