@@ -172,6 +172,16 @@ def check_cluster(spec: Spec) -> None:
         spec_util.check_trial_resources(spec.meta, have.get("CPU", 0), have.get("GPU", 0), where)
 
 
+def concurrent_trials(spec: Spec) -> int:
+    """How many trials of `spec` the cluster runs at once, by CPUs (and GPUs when a trial asks
+    for some); at least 1 and at most max_trial."""
+    have = ray.cluster_resources()
+    fits = have.get("CPU", 1) / spec.meta.trial_cpus
+    if spec.meta.trial_gpus > 0:
+        fits = min(fits, have.get("GPU", 0) / spec.meta.trial_gpus)
+    return max(1, min(spec.meta.max_trial, int(fits + 1e-9)))
+
+
 def route_ray_logs(search_dir: Path) -> None:
     """Ray's, Tune's and Optuna's Python logs (those held so far, and the rest) to the search's
     log folder. Tune's console report is off (verbose 0, its legacy reporter, which honours it)."""
@@ -455,6 +465,10 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
                     reduction_factor=scheduler.reduction_factor,
                 ),
                 num_samples=loaded.meta.max_trial,
+                # as many trials started at once as run at once: Tune's default for a searcher
+                # is one pending trial, so each trial's worker booted only after the previous
+                # one was up (about 12 s apart on 2 cores)
+                max_concurrent_trials=concurrent_trials(loaded),
                 trial_dirname_creator=trial_dirname,
                 reuse_actors=True,  # a trial's worker has Python, torch and SLM Lab loaded
             ),

@@ -308,3 +308,16 @@ def test_a_trial_reports_every_tenth_of_its_frames_and_at_each_rung() -> None:
         800,
         900,
     ]
+
+
+def test_as_many_trials_start_at_once_as_the_cluster_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_lab.experiment import search
+
+    monkeypatch.setattr(search.ray, "cluster_resources", lambda: {"CPU": 8.0, "GPU": 1.0})
+    spec = make_spec("ppo", max_session=2)
+    spec["meta"]["max_trial"] = 16
+    assert search.concurrent_trials(load(spec)) == 4  # 2 CPUs a trial (one per seed)
+    spec["meta"]["search_resources"] = {"cpu": 0.5, "gpu": 0.25}
+    assert search.concurrent_trials(load(spec)) == 4  # the GPU is the limit
+    spec["meta"]["max_trial"] = 3
+    assert search.concurrent_trials(load(spec)) == 3
