@@ -198,14 +198,19 @@ def trial_dirname(trial: Any) -> str:
 
 
 def trial_index(trial: Any) -> int:
-    return int(trial_dirname(trial)[1:])
+    return dir_index(trial_dirname(trial))
+
+
+def dir_index(dirname: str | Path) -> int:
+    """i of Tune's trial folder t<i> (a name or a path)."""
+    return int(Path(dirname).name[1:])
 
 
 def run_trial(
     config: dict[str, Any], spec: dict[str, Any], search_dir: str, log_level: str
 ) -> None:
     """Tune's trainable: one trial of the search, reporting as its seeds progress."""
-    index = int(Path(tune.get_context().get_trial_dir()).name[1:])
+    index = dir_index(tune.get_context().get_trial_dir())
     name = spec["name"]
     trial_dir = Path(search_dir) / f"{name}_t{index}"
     shutil.rmtree(trial_dir, ignore_errors=True)  # a resumed search reruns it from the start
@@ -493,8 +498,7 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
     best KEEP_MODELS trials only. The table is written last: it marks the search finished."""
     paths = [p.path for p in spec.search]
     trials = []
-    for result in sorted(results, key=lambda r: int(Path(r.path).name[1:])):
-        index = int(Path(result.path).name[1:])
+    for index, result in sorted((dir_index(r.path), r) for r in results):
         status = status_text(result.metrics, result.error)
         trials.append(
             {
