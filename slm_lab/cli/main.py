@@ -374,15 +374,17 @@ def _search(
     """Run a new search (`search_dir` None: `record_info` has the -s values to record) or
     resume the one in `search_dir`; prints the best trials and the command that validates the
     best one."""
-    from slm_lab.experiment import search  # Ray: after the input is known to be good
+    from slm_lab.experiment import ray_cluster  # Ray: after the input is known to be good
     from slm_lab.lib import logger as log_setup
     from slm_lab.lib.logger import logger
     from slm_lab.spec import schema
     from slm_lab.spec.spec_util import SpecError
 
-    started = search.start_ray()
+    started = ray_cluster.start_ray(preload="slm_lab.experiment.search")
+    from slm_lab.experiment import search  # imported while Ray started
+
     try:
-        search.check_cluster(schema.load(spec, spec["name"]))
+        ray_cluster.check_cluster(schema.load(spec, spec["name"]))
         resume = search_dir is not None
         if search_dir is None:
             search_dir = _new_run_dir(spec, record_info, "search", spec_file, spec_name)
@@ -399,7 +401,7 @@ def _search(
         raise typer.Exit(130) from None
     finally:
         if started:
-            search.stop_ray()
+            ray_cluster.stop_ray()
     _print_summary(summary, spec["name"], search_dir)
 
 

@@ -17,7 +17,6 @@ import math
 import os
 import random
 import resource
-import shutil
 import signal
 import sys
 import time
@@ -35,14 +34,13 @@ import torch
 
 from slm_lab.agent.agent import Agent, MetricsTracker, rng_state, set_rng_state
 from slm_lab.agent.net.config import env_seq_len
-from slm_lab.env.config import EnvConfig
 from slm_lab.env.vec_env import VecEnv
 from slm_lab.experiment import analysis, stop
+from slm_lab.experiment.analysis import EVAL_SUFFIX, baseline_of, prefix
 from slm_lab.experiment.evaluation import Evaluation
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
-from slm_lab.spec import random_baseline
 from slm_lab.spec.schema import Spec
 
 ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training session
@@ -50,7 +48,6 @@ SAVE_INTERVAL_S = (
     10.0  # write checkpoint files at most this often (and at the end); rows are kept in memory
 )
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
-EVAL_SUFFIX = "_eval"  # the evaluation's metrics and graphs: the training ones' names + this
 
 
 def session_seed(base: int, trial: int, session: int) -> int:
@@ -60,15 +57,6 @@ def session_seed(base: int, trial: int, session: int) -> int:
     consecutive session seeds would give two sessions identical envs.
     """
     return int(np.random.SeedSequence([base, trial, session]).generate_state(1)[0])
-
-
-def prefix(spec: Spec, trial: int, session: int | None = None) -> str:
-    return f"{spec.name}_t{trial}" + ("" if session is None else f"_s{session}")
-
-
-def baseline_of(env: EnvConfig) -> float:
-    """The random policy's mean return on the env as the spec sets it up."""
-    return random_baseline.get(env.name, env.kwargs, env.max_t, env.action_repeat)
 
 
 def build(spec: Spec, seed: int, render: bool = False) -> tuple[VecEnv, Agent]:
@@ -546,30 +534,9 @@ class Trial:
             logger.warning(
                 f"{pre}: {len(sessions)} of {self.max_session} sessions completed; trial metrics cover those"
             )
-        if self.spec.meta.eval_every is not None:
-            self.eval_metrics = self.write_metrics(sessions, "eval_df", EVAL_SUFFIX)
-            logger.info(
-                f"{pre} trial_metrics{EVAL_SUFFIX}: {analysis.format_metrics(self.eval_metrics)}"
-            )
-        return self.write_metrics(sessions, "session_df", "")
-
-    def write_metrics(self, sessions: list[int], df_name: str, suffix: str) -> dict[str, float]:
-        """Trial metrics and graph over the sessions' `df_name` CSVs (session_df: training,
-        eval_df: evaluation), in info/ and graph/ and copied to the run folder."""
-        pre = prefix(self.spec, self.trial)
-        dfs = [
-            analysis.read_csv(
-                self.run_dir / "info" / f"{prefix(self.spec, self.trial, s)}_{df_name}.csv"
-            )
-            for s in sessions
-        ]
-        metrics = analysis.trial_metrics(dfs, baseline_of(self.spec.env))
-        metrics_path = self.run_dir / "info" / f"{pre}_trial_metrics{suffix}.json"
-        io.write_json(metrics, metrics_path)
-        graph_path = self.run_dir / "graph" / f"{pre}_trial_graph{suffix}.png"
-        analysis.plot_trial(dfs, pre + suffix, graph_path)
-        shutil.copy(metrics_path, self.run_dir / metrics_path.name)
-        shutil.copy(graph_path, self.run_dir / graph_path.name)
+        metrics, self.eval_metrics = analysis.write_trial(
+            self.spec, self.run_dir, self.trial, sessions
+        )
         return metrics
 
 

@@ -34,12 +34,16 @@ CLUSTER_CPUS = 2
 GAMMA = "agent.algorithm.gamma"
 WAIT_S = 60.0  # the longest a test waits for a subprocess's search to get somewhere
 POLL_S = 0.2
+# in the environment of every process this module's searches start (Ray's, their workers', the
+# sessions'): other searches on the machine are not this module's
+MARK = "SLM_LAB_TEST_SEARCH"
 
 
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
     import ray  # heavy: only when a test of this module runs
 
+    os.environ[MARK] = str(os.getpid())
     ray.init(
         num_cpus=CLUSTER_CPUS,
         num_gpus=0,
@@ -73,13 +77,21 @@ def suggestions(spec: dict[str, Any], n: int) -> list[dict[str, Any]]:
 
 
 def session_processes() -> list[psutil.Process]:
-    """Session processes: the children of the fork servers that start them."""
+    """Session processes of this module's searches: the children of the fork servers that
+    start them."""
     servers = [
         p
         for p in psutil.process_iter(["cmdline"])
-        if "multiprocessing.forkserver" in " ".join(p.info["cmdline"] or [])
+        if "multiprocessing.forkserver" in " ".join(p.info["cmdline"] or []) and marked(p)
     ]
     return [c for s in servers for c in s.children()]
+
+
+def marked(p: psutil.Process) -> bool:
+    try:
+        return p.environ().get(MARK) == str(os.getpid())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
 
 
 def test_asha_stops_the_trials_that_cannot_learn(ray_address: str, in_tmp: Path) -> None:
@@ -277,25 +289,27 @@ def test_a_seed_gives_the_same_suggestions_and_each_draw_fits_its_distribution()
 
 def test_a_trial_whose_session_dies_fails_with_its_exit_code() -> None:
     """A session process killed from outside (the OOM killer, say) sends no last message."""
-    from slm_lab.experiment import search
+    from slm_lab.experiment import search_trial
 
     ctx = get_context("spawn")
     rows = ctx.Queue()
     proc = ctx.Process(target=os._exit, args=(3,))
     proc.start()
-    with pytest.raises(search.TrialFailed, match=r"^test_t0_s0 died \(exit code 3\)$"):
-        search.follow(rows, {0: proc}, load(make_spec("ppo")), 0)
-    assert search.mean_of([math.nan, 2.0, 4.0]) == 3.0 and math.isnan(search.mean_of([math.nan]))
-    assert search.finite(math.nan) == -sys.float_info.max and search.finite(1.5) == 1.5
+    with pytest.raises(search_trial.TrialFailed, match=r"^test_t0_s0 died \(exit code 3\)$"):
+        search_trial.follow(rows, {0: proc}, load(make_spec("ppo")), 0)
+    assert search_trial.mean_of([math.nan, 2.0, 4.0]) == 3.0 and math.isnan(
+        search_trial.mean_of([math.nan])
+    )
+    assert search_trial.finite(math.nan) == -sys.float_info.max and search_trial.finite(1.5) == 1.5
 
 
 def test_a_trial_reports_every_tenth_of_its_frames_and_at_each_rung() -> None:
-    from slm_lab.experiment import search
+    from slm_lab.experiment import search_trial
 
     spec = make_spec("ppo", max_frame=1000)
-    assert search.report_frames(load(spec)) == list(range(100, 1000, 100))
+    assert search_trial.report_frames(load(spec)) == list(range(100, 1000, 100))
     spec["meta"]["search_scheduler"] = {"grace_period": 150, "reduction_factor": 3}
-    assert search.report_frames(load(spec)) == [
+    assert search_trial.report_frames(load(spec)) == [
         100,
         150,
         200,
@@ -311,13 +325,27 @@ def test_a_trial_reports_every_tenth_of_its_frames_and_at_each_rung() -> None:
 
 
 def test_as_many_trials_start_at_once_as_the_cluster_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from slm_lab.experiment import search
+    from slm_lab.experiment import ray_cluster
 
-    monkeypatch.setattr(search.ray, "cluster_resources", lambda: {"CPU": 8.0, "GPU": 1.0})
+    monkeypatch.setattr(ray_cluster.ray, "cluster_resources", lambda: {"CPU": 8.0, "GPU": 1.0})
     spec = make_spec("ppo", max_session=2)
     spec["meta"]["max_trial"] = 16
-    assert search.concurrent_trials(load(spec)) == 4  # 2 CPUs a trial (one per seed)
+    assert ray_cluster.concurrent_trials(load(spec)) == 4  # 2 CPUs a trial (one per seed)
     spec["meta"]["search_resources"] = {"cpu": 0.5, "gpu": 0.25}
-    assert search.concurrent_trials(load(spec)) == 4  # the GPU is the limit
+    assert ray_cluster.concurrent_trials(load(spec)) == 4  # the GPU is the limit
     spec["meta"]["max_trial"] = 3
-    assert search.concurrent_trials(load(spec)) == 3
+    assert ray_cluster.concurrent_trials(load(spec)) == 3
+
+
+def test_a_trial_worker_and_the_driver_import_no_torch() -> None:
+    """A trial's Ray worker loads search_trial (Tune's trainable) and the driver loads search:
+    neither imports torch (the sessions' fork server does), and Ray starts with Ray alone."""
+    code = (
+        "import sys\n"
+        "import slm_lab.experiment.ray_cluster\n"
+        "tune_at_start = 'ray.tune' in sys.modules\n"
+        "import slm_lab.experiment.search_trial, slm_lab.experiment.search\n"
+        "print(tune_at_start, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
