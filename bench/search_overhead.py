@@ -16,9 +16,13 @@ search wall / (sum of the sequential train walls / 2) - 1 (the ideal as arithmet
 search wall / (sum of the pair walls) - 1 (the ideal as measured). Every child has one torch
 thread and the same working directory (a temporary folder: its data/ goes there).
 
+With `--ab DIR` (a checkout of another commit, e.g. a `git worktree`), the search alone is
+first timed A/B: the other commit's code (DIR first on PYTHONPATH, this venv's packages) and this
+one's, alternating, `--pairs` times, each a fresh search in its own temporary folder.
+
 Raw numbers go to bench/out/search_overhead.json.
 
-usage: uv run python bench/search_overhead.py [--frames 50000] [--trials 8]
+usage: uv run python bench/search_overhead.py [--frames 50000] [--trials 8] [--ab DIR --pairs 2]
 """
 
 import argparse
@@ -54,15 +58,15 @@ def spec(frames: int, trials: int) -> dict:
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def timed(cmd: list[str], cwd: str) -> float:
-    return timed_together([cmd], cwd)
+def timed(cmd: list[str], cwd: str, env: dict[str, str] = ENV) -> float:
+    return timed_together([cmd], cwd, env)
 
 
-def timed_together(cmds: list[list[str]], cwd: str) -> float:
+def timed_together(cmds: list[list[str]], cwd: str, env: dict[str, str] = ENV) -> float:
     """Wall seconds until every one of `cmds`, started together, has exited."""
     start = time.perf_counter()
     procs = [
-        subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for cmd in cmds
     ]
     errors = [p.communicate()[1] for p in procs]
@@ -73,11 +77,31 @@ def timed_together(cmds: list[list[str]], cwd: str) -> float:
     return wall
 
 
+def ab_searches(other: str, pairs: int, search_spec: dict) -> dict[str, list[float]]:
+    """The search's wall time with the other checkout's code (A) and this one's (B), in turns."""
+    envs = {"A": {**ENV, "PYTHONPATH": str(Path(other).resolve())}, "B": ENV}
+    walls: dict[str, list[float]] = {"A": [], "B": []}
+    for i in range(pairs):
+        for label, env in envs.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                spec_file = Path(tmp) / "search_speed.json"
+                spec_file.write_text(json.dumps(search_spec))
+                walls[label].append(
+                    timed([SLM_LAB, "run", str(spec_file), NAME, "search"], tmp, env)
+                )
+            print(f"pair {i}: search {label} {walls[label][-1]:.1f} s", flush=True)
+    print(f"A/B search: A {walls['A']} | B {walls['B']}", flush=True)
+    return walls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", type=int, default=50_000)
     parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--ab", help="a checkout of the commit to compare the search with")
+    parser.add_argument("--pairs", type=int, default=2)
     args = parser.parse_args()
+    ab = ab_searches(args.ab, args.pairs, spec(args.frames, args.trials)) if args.ab else None
     with tempfile.TemporaryDirectory() as tmp:
         spec_file = Path(tmp) / "search_speed.json"
         spec_file.write_text(json.dumps(spec(args.frames, args.trials)))
@@ -112,6 +136,7 @@ def main() -> None:
         "pair_walls_s": pair_walls,
         "two_at_a_time_s": paired,
         "overhead_vs_two_at_a_time": search_wall / paired - 1,
+        "ab_search_walls_s": ab,
     }
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2))
