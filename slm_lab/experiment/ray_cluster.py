@@ -30,8 +30,7 @@ def start_ray(preload: str | None = None) -> bool:
     workers' output kept off the terminal); True when this call started it. An already started
     Ray (a test's) is used as it is. `preload`, a module, is imported in a thread meanwhile:
     Ray's start is mostly waiting for its own processes, the search's imports (Tune, Optuna)
-    are work, and the two overlap (about 4 s of 17 measured here on 2 busy cores). An import
-    error shows when the caller imports the module."""
+    are work, so the two overlap. An import error shows when the caller imports the module."""
     if RAY_LOGS.target is not None:  # the previous search's, in the same process
         RAY_LOGS.target.close()
         RAY_LOGS.setTarget(None)
