@@ -381,8 +381,12 @@ def _search(
     from slm_lab.spec.spec_util import SpecError
 
     started = ray_cluster.start_ray(preload="slm_lab.experiment.search")
-    from slm_lab.experiment import search  # imported while Ray started
-
+    try:
+        from slm_lab.experiment import search  # imported while Ray started
+    except BaseException:
+        if started:
+            ray_cluster.stop_ray()
+        raise
     try:
         ray_cluster.check_cluster(schema.load(spec, spec["name"]))
         resume = search_dir is not None

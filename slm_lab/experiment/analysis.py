@@ -34,6 +34,7 @@ import numpy as np
 
 from slm_lab.lib import io
 from slm_lab.lib.logger import logger
+from slm_lab.spec import random_baseline
 
 if TYPE_CHECKING:  # vec_env imports torch; the metrics here need numpy only
     from slm_lab.env.config import EnvConfig
@@ -199,8 +200,6 @@ def prefix(spec: "Spec", trial: int, session: int | None = None) -> str:
 
 def baseline_of(env: "EnvConfig") -> float:
     """The random policy's mean return on the env as the spec sets it up."""
-    from slm_lab.spec import random_baseline  # gymnasium: only when metrics are computed
-
     return random_baseline.get(env.name, env.kwargs, env.max_t, env.action_repeat)
 
 

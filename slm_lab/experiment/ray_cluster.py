@@ -1,6 +1,6 @@
 """Ray for the search: started on this machine or joined on a cluster (RAY_ADDRESS), its logs
-kept off the terminal, and the cluster's resources. Imports Ray only (not Tune), so a search can
-start Ray while the rest of it imports.
+kept off the terminal, and the cluster's resources. Imports no Ray Tune, so a search can start
+Ray while Tune and Optuna import.
 """
 
 import contextlib
@@ -35,18 +35,23 @@ def start_ray(preload: str | None = None) -> bool:
         RAY_LOGS.target.close()
         RAY_LOGS.setTarget(None)
     logging.captureWarnings(True)
+    hold_logs()
+    if preload is None:
+        return init_ray()
+    loader = threading.Thread(target=import_quietly, args=(preload,))
+    loader.start()
+    try:
+        return init_ray()
+    finally:
+        loader.join()
+        hold_logs()  # Optuna adds its own terminal handler when it is first imported
+
+
+def hold_logs() -> None:
     for name in RAY_LOGGERS:
         log = logging.getLogger(name)
         log.handlers = [RAY_LOGS]
         log.propagate = False
-    loader = threading.Thread(target=import_quietly, args=(preload,), daemon=True)
-    if preload is not None:
-        loader.start()
-    try:
-        return init_ray()
-    finally:
-        if loader.is_alive():
-            loader.join()
 
 
 def import_quietly(module: str) -> None:

@@ -1,12 +1,10 @@
-"""Hyperparameter search: Ray Tune runs the trials, Optuna suggests their values, ASHA stops the
-weak ones early. Ray and Optuna are imported here only, so only `search` mode loads them.
+"""Hyperparameter search, the driver: Ray Tune runs the trials, Optuna suggests their values,
+ASHA stops the weak ones early. Only `search` mode imports Ray (ray_cluster), Tune and Optuna
+(here and in search_trial).
 
 A trial is a spec with the searched paths set (search_space.trial_spec), validated like a spec
-file, then run as `train` runs it: `max_session` seeds in parallel processes, in its own run
-folder `<search folder>/<name>_t<i>/`. Each session publishes its metrics rows on a queue; once
-every seed has reached a checkpoint frame the trial reports the seeds' mean total_reward_ma at
-that frame to Tune, whose ASHA scheduler (meta.search_scheduler) stops or continues the whole
-trial. A stopped trial's sessions get SIGTERM and save and stop as on Ctrl-C.
+file, then run as `train` runs it, `max_session` seeds in parallel, in its own run folder
+`<search folder>/<name>_t<i>/`: search_trial.run_trial, in a Ray worker.
 
 The search folder holds the trials' folders, Tune's experiment state (`tune/`, what
 `search@<folder>` resumes), `log/` (the search log and Ray's own), and at the end the

@@ -2,7 +2,8 @@
 
 The trial's `max_session` sessions run in processes started by a fork server that has SLM Lab,
 torch and matplotlib loaded; the worker itself imports no torch (this module and what it
-imports are torch-free), so a worker boots in the time Python, Ray and Tune take. Each session
+imports are torch-free, the sessions' entry point is search_session's), so a worker boots in
+the time Python, Ray and Tune take. Each session
 publishes its metrics rows on a queue; once every seed has reached a reported frame the trial
 reports the seeds' mean total_reward_ma at that frame to Tune, whose ASHA scheduler
 (meta.search_scheduler) stops or continues the whole trial. A stopped trial's sessions get
@@ -21,7 +22,7 @@ from typing import Any
 
 from ray import tune
 
-from slm_lab.experiment import analysis
+from slm_lab.experiment import analysis, search_session
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.spec import search_space, spec_util
@@ -83,14 +84,6 @@ def run_trial(
     tune.report({TIME_ATTR: int(metrics["frame"]), METRIC: finite(metrics[METRIC]), DONE: True})
 
 
-def session_process(*args: Any) -> None:
-    """A session process of the trial (control.publishing_session): control, which imports
-    torch, is loaded by the fork server, never by the trial's Ray worker."""
-    from slm_lab.experiment import control
-
-    control.publishing_session(*args)
-
-
 def finite(x: float) -> float:
     return WORST if math.isnan(x) else float(x)
 
@@ -112,7 +105,7 @@ def run_seeds(
         os.environ[var] = str(threads)
     procs = {
         s: ctx.Process(
-            target=session_process,
+            target=search_session.run,
             args=(rows, os.getpid(), spec, str(trial_dir), trial, s, log_level),
             name=analysis.prefix(spec, trial, s),
         )

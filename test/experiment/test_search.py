@@ -53,6 +53,7 @@ def ray_address() -> Iterator[str]:
     )
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
+    del os.environ[MARK]
 
 
 def search_spec(search: dict[str, Any], max_trial: int, seed: int, **spec: Any) -> dict[str, Any]:
@@ -223,10 +224,12 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(ray_address: str, in
             lambda: t1_rows.exists() and trial_statuses(search_dir)[:1] == ["TERMINATED"],
             "the first trial recorded finished and the second one running",
         )
+        assert len(session_processes()) == 1  # the second trial's one seed
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     wait_for(lambda: not leftovers(search_dir), "the killed search's processes to end")
+    assert "optuna" not in (in_tmp / "search.err").read_text().lower()  # its logs: log/ray.log
     assert not (search_dir / "experiment_df.csv").exists()
     t0_written = t0_metrics.stat().st_mtime_ns
 
@@ -339,13 +342,16 @@ def test_as_many_trials_start_at_once_as_the_cluster_runs(monkeypatch: pytest.Mo
 
 def test_a_trial_worker_and_the_driver_import_no_torch() -> None:
     """A trial's Ray worker loads search_trial (Tune's trainable) and the driver loads search:
-    neither imports torch (the sessions' fork server does), and Ray starts with Ray alone."""
+    neither imports torch (the sessions' fork server does); Ray starts without Tune; a session
+    process imports its entry point's module, which loads neither Ray nor torch."""
     code = (
         "import sys\n"
+        "import slm_lab.experiment.search_session\n"
+        "session = [m for m in ('ray', 'torch') if m in sys.modules]\n"
         "import slm_lab.experiment.ray_cluster\n"
         "tune_at_start = 'ray.tune' in sys.modules\n"
         "import slm_lab.experiment.search_trial, slm_lab.experiment.search\n"
-        "print(tune_at_start, 'torch' in sys.modules)\n"
+        "print(session, tune_at_start, 'torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False"]
+    assert out.stdout.split() == ["[]", "False", "False"]
