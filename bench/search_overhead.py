@@ -63,17 +63,25 @@ def timed(cmd: list[str], cwd: str, env: dict[str, str] = ENV) -> float:
 
 
 def timed_together(cmds: list[list[str]], cwd: str, env: dict[str, str] = ENV) -> float:
-    """Wall seconds until every one of `cmds`, started together, has exited."""
-    start = time.perf_counter()
-    procs = [
-        subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for cmd in cmds
-    ]
-    errors = [p.communicate()[1] for p in procs]
-    wall = time.perf_counter() - start
-    for cmd, p, err in zip(cmds, procs, errors, strict=True):
-        if p.returncode != 0:
-            sys.exit(f"{' '.join(cmd)} failed:\n{err.decode()[-2000:]}")
+    """Wall seconds until every one of `cmds`, started together, has exited. Each one's stderr
+    goes to its own file: a pipe read only after another process had exited filled up and
+    stalled its writer (two `train` runs logging to pipes ran half one after the other)."""
+    with tempfile.TemporaryDirectory() as logs:
+        files = [open(Path(logs) / f"{i}.err", "w+b") for i in range(len(cmds))]
+        start = time.perf_counter()
+        procs = [
+            subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=f)
+            for cmd, f in zip(cmds, files, strict=True)
+        ]
+        for p in procs:
+            p.wait()
+        wall = time.perf_counter() - start
+        for cmd, p, f in zip(cmds, procs, files, strict=True):
+            f.seek(0)
+            err = f.read()
+            f.close()
+            if p.returncode != 0:
+                sys.exit(f"{' '.join(cmd)} failed:\n{err.decode()[-2000:]}")
     return wall
 
 
