@@ -25,7 +25,7 @@ RAY_LOGS = logging.handlers.MemoryHandler(capacity=1, flushLevel=logging.DEBUG)
 RAY_LOGGERS = ("ray", "optuna", "py.warnings")
 
 
-def start_ray(preload: str | None = None) -> bool:
+def start_ray(preload: str) -> bool:
     """Connect to the cluster RAY_ADDRESS names, else start Ray on this machine (no dashboard,
     workers' output kept off the terminal); True when this call started it. An already started
     Ray (a test's) is used as it is. `preload`, a module, is imported in a thread meanwhile:
@@ -36,8 +36,6 @@ def start_ray(preload: str | None = None) -> bool:
         RAY_LOGS.setTarget(None)
     logging.captureWarnings(True)
     hold_logs()
-    if preload is None:
-        return init_ray()
     loader = threading.Thread(target=import_quietly, args=(preload,))
     loader.start()
     try:
