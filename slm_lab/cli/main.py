@@ -397,7 +397,14 @@ def _search(
         summary = search.run(spec, search_dir, log_level, resume)  # the seed is in it now
     except SpecError as e:
         _fail(str(e))
-    except search.SearchStopped:
+    except search.SearchStopped as e:
+        from slm_lab.lib import io
+
+        max_trial = schema.load(spec, spec["name"]).meta.max_trial
+        _print_trials(
+            e.trials, spec["name"], f"search stopped: {len(e.trials)} of {max_trial} trials ended"
+        )
+        typer.echo(f"trials so far: {search_dir / io.PARTIAL_EXPERIMENT_DF}")
         typer.echo(
             f"search stopped; resume with: slm-lab run {spec_file} {spec_name} search@{search_dir}",
             err=True,
@@ -410,19 +417,28 @@ def _search(
 
 
 def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
-    from slm_lab.experiment.search import METRIC, TOP_TRIALS, value_text
     from slm_lab.lib import io
 
+    _print_trials(summary.trials, name, f"search: {len(summary.trials)} trials")
+    typer.echo(f"experiment table: {search_dir / io.EXPERIMENT_DF}")
+    if summary.best_spec is None:
+        _fail(f"no trial of {name} completed (see {search_dir / io.EXPERIMENT_DF})", 1)
+    typer.echo(
+        f"best: {name}_t{summary.best['trial']}; validate it with: slm-lab run {summary.best_spec} {name} train"
+    )
+
+
+def _print_trials(trials: list[dict[str, Any]], name: str, head: str) -> None:
+    """`head` with the count of each outcome, then the best trials by total_reward_ma."""
+    from slm_lab.experiment.search import METRIC, TOP_TRIALS, value_text
+
     counts: dict[str, int] = {}
-    for t in summary.trials:
+    for t in trials:
         word = t["status"].split(":")[0].removesuffix(" at frame").split(" ")[0]
         counts[word] = counts.get(word, 0) + 1
-    typer.echo(
-        f"search: {len(summary.trials)} trials | "
-        + " | ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    )
+    typer.echo(" | ".join([head, *(f"{k} {v}" for k, v in sorted(counts.items()))]))
     ranked = sorted(
-        (t for t in summary.trials if t[METRIC] == t[METRIC]),  # NaN: errored, no metric
+        (t for t in trials if t[METRIC] == t[METRIC]),  # NaN: errored, no metric
         key=lambda t: t[METRIC],
         reverse=True,
     )
@@ -434,12 +450,6 @@ def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
             if k not in ("trial", "status") and "." in k
         )
         typer.echo(f"  {name}_t{t['trial']} | {METRIC}:{t[METRIC]:.4g} | {t['status']} | {values}")
-    typer.echo(f"experiment table: {search_dir / io.EXPERIMENT_DF}")
-    if summary.best_spec is None:
-        _fail(f"no trial of {name} completed (see {search_dir / io.EXPERIMENT_DF})", 1)
-    typer.echo(
-        f"best: {name}_t{summary.best['trial']}; validate it with: slm-lab run {summary.best_spec} {name} train"
-    )
 
 
 def _rewrite_record(run_dir: Path, spec: dict[str, Any], run_info: dict[str, Any]) -> None:

@@ -58,7 +58,12 @@ COMPLETED, STOPPED, ERRORED = "completed", "stopped early at frame", "errored:"
 
 
 class SearchStopped(Exception):
-    """The search was interrupted (Ctrl-C) before every trial ended; Tune saved its state."""
+    """The search was interrupted (Ctrl-C) before every trial ended; Tune saved its state.
+    `trials` has the rows of the trials that had ended (see trials_so_far)."""
+
+    def __init__(self, trials: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(trials)} trials ended")
+        self.trials = trials
 
 
 @dataclass(frozen=True)
@@ -248,25 +253,53 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
     # result grid says they terminated)
     saved = tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials
     if len(saved) < loaded.meta.max_trial or any(t.status not in ENDED for t in saved):
-        raise SearchStopped()
+        so_far = trials_so_far(loaded, search_dir)
+        io.write_text(table_text(so_far), search_dir / io.PARTIAL_EXPERIMENT_DF)
+        raise SearchStopped(so_far)
     return finish(loaded, search_dir, [grid[i] for i in range(len(grid))])
+
+
+def trials_so_far(spec: Spec, search_dir: Path) -> list[dict[str, Any]]:
+    """The experiment table's rows of the trials that have ended, from the state Tune saved in
+    `search_dir` (what a search stopped before its end has to show)."""
+    ended = []
+    for trial in tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials:
+        if trial.status in ENDED:
+            error_file = Path(trial.error_file) if trial.error_file else None
+            error = None
+            if trial.status == "ERROR":
+                error = error_file.read_text() if error_file and error_file.exists() else ""
+            ended.append((trial_index(trial), trial.last_result, error, trial.config))
+    return trial_rows(spec, search_dir, ended)
+
+
+def trial_rows(
+    spec: Spec, search_dir: Path, ended: list[tuple[int, dict | None, Any, dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """A row per ended trial, (index, last result, error, searched values), in index order:
+    its status, values and trial metrics."""
+    paths = [p.path for p in spec.search]
+    trials = []
+    for index, result, error, config in sorted(ended, key=lambda t: t[0]):
+        status = status_text(result, error)
+        trials.append(
+            {
+                "trial": index,
+                "status": status,
+                **{p: config.get(p) for p in paths},
+                **trial_metrics(spec, search_dir / f"{spec.name}_t{index}", index, status),
+            }
+        )
+    return trials
 
 
 def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
     """The experiment table and graph, the best trial's spec file, and model files kept for the
     best KEEP_MODELS trials only. The table is written last: it marks the search finished."""
     paths = [p.path for p in spec.search]
-    trials = []
-    for index, result in sorted((dir_index(r.path), r) for r in results):
-        status = status_text(result.metrics, result.error)
-        trials.append(
-            {
-                "trial": index,
-                "status": status,
-                **{p: result.config.get(p) for p in paths},
-                **trial_metrics(spec, search_dir / f"{spec.name}_t{index}", index, status),
-            }
-        )
+    trials = trial_rows(
+        spec, search_dir, [(dir_index(r.path), r.metrics, r.error, r.config) for r in results]
+    )
     analysis.plot_experiment(
         [t for t in trials if not math.isnan(t[METRIC])],
         paths,
@@ -291,6 +324,7 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
             for f in model_dir.iterdir():
                 f.unlink()
     io.write_text(table_text(trials), search_dir / io.EXPERIMENT_DF)
+    (search_dir / io.PARTIAL_EXPERIMENT_DF).unlink(missing_ok=True)  # an earlier stop's
     return Summary(trials, best, best_spec)
 
 

@@ -91,6 +91,8 @@ def run_spec_path(run_dir: Path) -> Path | None:
 
 SEARCH_STATE_DIR = "tune"  # what makes a folder a search folder: Tune's experiment state
 EXPERIMENT_DF = "experiment_df.csv"  # a search's table of trials, written when it finishes
+# the rows of the trials that had ended when a search was stopped (Ctrl-C); it resumes
+PARTIAL_EXPERIMENT_DF = "experiment_df_so_far.csv"
 
 
 def is_search_dir(path: Path) -> bool:

@@ -189,11 +189,14 @@ def trial_statuses(search_dir: Path) -> list[str]:
     return [json.loads(t)["status"] for t, _ in trials]
 
 
-def test_a_killed_search_resumes_only_its_unfinished_trials(ray_address: str, in_tmp: Path) -> None:
+def test_a_killed_search_resumes_only_its_unfinished_trials(
+    ray_address: str, in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A search SIGKILLed while its second trial runs: its sessions end with it; search@latest
     reruns that trial and runs the third, and leaves the finished first one as it was. The
     third draws init_fn dirac_, which cannot initialize a linear layer: its session raises, the
-    trial is errored with that line, and the others complete."""
+    trial is errored with that line, and the others complete. Before the resume, the trials that
+    had ended are what a stopped search shows (Tune's saved state)."""
     search = {
         "env.max_frame__choice": [400, 20000],
         "agent.net.init_fn__choice": ["orthogonal_", "dirac_"],
@@ -232,6 +235,25 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(ray_address: str, in
     assert "optuna" not in (in_tmp / "search.err").read_text().lower()  # its logs: log/ray.log
     assert not (search_dir / "experiment_df.csv").exists()
     t0_written = t0_metrics.stat().st_mtime_ns
+    # what a stopped search shows: the rows of the trials that ended, from Tune's saved state
+    from slm_lab.experiment.search import trials_so_far
+    from slm_lab.spec import schema
+
+    [so_far] = trials_so_far(schema.load({**spec, "name": NAME}, NAME), search_dir)
+    assert (so_far["trial"], so_far["status"], so_far["frame"]) == (0, "completed", 400)
+    assert (so_far["env.max_frame"], so_far["agent.net.init_fn"]) == (400, "orthogonal_")
+    from slm_lab.cli.main import _print_trials  # what Ctrl-C prints of them
+
+    capsys.readouterr()
+    _print_trials([so_far], NAME, "search stopped: 1 of 3 trials ended")
+    head, top, row = capsys.readouterr().out.splitlines()
+    assert (head, top) == (
+        "search stopped: 1 of 3 trials ended | completed 1",
+        "top trials by total_reward_ma:",
+    )
+    assert row.startswith(f"  {NAME}_t0 | total_reward_ma:") and row.endswith(
+        '| completed | env.max_frame=400 | agent.net.init_fn="orthogonal_"'
+    )
 
     result = invoke(["run", path, NAME, "search@latest"])
     assert result.exit_code == 0, result.stderr
