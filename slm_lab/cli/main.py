@@ -442,7 +442,8 @@ def _print_trials(trials: list[dict[str, Any]], name: str, head: str) -> None:
         key=lambda t: t[METRIC],
         reverse=True,
     )
-    typer.echo(f"top trials by {METRIC}:")
+    if ranked:
+        typer.echo(f"top trials by {METRIC}:")
     for t in ranked[:TOP_TRIALS]:
         values = " | ".join(
             f"{k}={value_text(v)}"

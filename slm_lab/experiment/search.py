@@ -254,7 +254,7 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
     saved = tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials
     if len(saved) < loaded.meta.max_trial or any(t.status not in ENDED for t in saved):
         so_far = trials_so_far(loaded, search_dir)
-        io.write_text(table_text(so_far), search_dir / io.PARTIAL_EXPERIMENT_DF)
+        io.write_text(table_text(so_far, loaded), search_dir / io.PARTIAL_EXPERIMENT_DF)
         raise SearchStopped(so_far)
     return finish(loaded, search_dir, [grid[i] for i in range(len(grid))])
 
@@ -262,19 +262,20 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
 def trials_so_far(spec: Spec, search_dir: Path) -> list[dict[str, Any]]:
     """The experiment table's rows of the trials that have ended, from the state Tune saved in
     `search_dir` (what a search stopped before its end has to show)."""
-    ended = []
-    for trial in tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials:
-        if trial.status in ENDED:
-            error_file = Path(trial.error_file) if trial.error_file else None
-            error = None
-            if trial.status == "ERROR":
-                error = error_file.read_text() if error_file and error_file.exists() else ""
-            ended.append((trial_index(trial), trial.last_result, error, trial.config))
+    ended = [
+        # the error as the search folder keeps it (Ray's error_file is in its session's temp
+        # folder, gone after a resume), as the final table reads it
+        (trial_index(t), t.last_result, t.get_pickled_error() or t.get_error(), t.config)
+        for t in tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials
+        if t.status in ENDED
+    ]
     return trial_rows(spec, search_dir, ended)
 
 
 def trial_rows(
-    spec: Spec, search_dir: Path, ended: list[tuple[int, dict | None, Any, dict[str, Any]]]
+    spec: Spec,
+    search_dir: Path,
+    ended: list[tuple[int, dict[str, Any] | None, BaseException | str | None, dict[str, Any]]],
 ) -> list[dict[str, Any]]:
     """A row per ended trial, (index, last result, error, searched values), in index order:
     its status, values and trial metrics."""
@@ -323,7 +324,7 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
         if t["trial"] not in keep and model_dir.is_dir():
             for f in model_dir.iterdir():
                 f.unlink()
-    io.write_text(table_text(trials), search_dir / io.EXPERIMENT_DF)
+    io.write_text(table_text(trials, spec), search_dir / io.EXPERIMENT_DF)
     (search_dir / io.PARTIAL_EXPERIMENT_DF).unlink(missing_ok=True)  # an earlier stop's
     return Summary(trials, best, best_spec)
 
@@ -347,11 +348,12 @@ def trial_metrics(spec: Spec, trial_dir: Path, index: int, status: str) -> dict[
     return dict.fromkeys(TRIAL_METRICS, math.nan)
 
 
-def table_text(trials: list[dict[str, Any]]) -> str:
+def table_text(trials: list[dict[str, Any]], spec: Spec) -> str:
     """The experiment table as CSV: a searched value as the spec writes it (JSON), NaN empty."""
     out = text_io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    columns = list(trials[0]) if trials else ["trial", "status"]
+    empty = ["trial", "status", *(p.path for p in spec.search), *TRIAL_METRICS]
+    columns = list(trials[0]) if trials else empty
     writer.writerow(columns)
     for t in trials:
         writer.writerow([cell(t[c], c) for c in columns])

@@ -198,15 +198,15 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     trial is errored with that line, and the others complete. Before the resume, the trials that
     had ended are what a stopped search shows (Tune's saved state)."""
     search = {
-        "env.max_frame__choice": [400, 20000],
+        "env.max_frame__choice": [400, 10000],
         "agent.net.init_fn__choice": ["orthogonal_", "dirac_"],
     }
     spec = search_spec(search, 3, 6, max_frame=400)
     spec["meta"]["search_resources"] = {"cpu": CLUSTER_CPUS}  # one trial at a time
     assert [(v["env.max_frame"], v["agent.net.init_fn"]) for v in suggestions(spec, 3)] == [
         (400, "orthogonal_"),
-        (20000, "orthogonal_"),
-        (20000, "dirac_"),
+        (10000, "orthogonal_"),
+        (10000, "dirac_"),
     ]
     path = str(write_spec_file(in_tmp / "search.json", {NAME: spec}))
     with open(in_tmp / "search.err", "w") as err:
@@ -262,12 +262,15 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
         f"{NAME}_t2_s0 failed: ValueError: Only tensors with 3, 4, or 5 dimensions are supported"
     )
     assert list(df["status"]) == ["completed", "completed", f"errored: {error}"]
-    assert list(df["frame"][:2]) == [400, 20000] and math.isnan(df["total_reward_ma"][2])
+    assert list(df["frame"][:2]) == [400, 10000] and math.isnan(df["total_reward_ma"][2])
     assert t0_metrics.stat().st_mtime_ns == t0_written
     assert f"{NAME}_t0 started" not in result.stderr
     assert f"{NAME}_t1 started" in result.stderr and f"{NAME}_t2 errored: {error}" in result.stderr
     assert "Traceback" in (search_dir / f"{NAME}_t2" / "log" / f"{NAME}_t2_s0.log").read_text()
     assert result.stdout.splitlines()[0] == "search: 3 trials | completed 2 | errored 1"
+    # once every trial ended, the rows of a stop are the final table's (the error read back too)
+    ended = trials_so_far(schema.load({**spec, "name": NAME}, NAME), search_dir)
+    assert [t["status"] for t in ended] == list(df["status"])
 
     again = invoke(["run", path, NAME, "search@latest"])
     assert (again.exit_code, again.stderr) == (
