@@ -388,7 +388,8 @@ def _search(
             ray_cluster.stop_ray()
         raise
     try:
-        ray_cluster.check_cluster(schema.load(spec, spec["name"]))
+        loaded = schema.load(spec, spec["name"])
+        ray_cluster.check_cluster(loaded)
         resume = search_dir is not None
         if search_dir is None:
             search_dir = _new_run_dir(spec, record_info, "search", spec_file, spec_name)
@@ -400,10 +401,8 @@ def _search(
     except search.SearchStopped as e:
         from slm_lab.lib import io
 
-        max_trial = schema.load(spec, spec["name"]).meta.max_trial
-        _print_trials(
-            e.trials, spec["name"], f"search stopped: {len(e.trials)} of {max_trial} trials ended"
-        )
+        head = f"search stopped: {len(e.trials)} of {loaded.meta.max_trial} trials ended"
+        _print_trials(e.trials, spec["name"], head)
         typer.echo(f"trials so far: {search_dir / io.PARTIAL_EXPERIMENT_DF}")
         typer.echo(
             f"search stopped; resume with: slm-lab run {spec_file} {spec_name} search@{search_dir}",

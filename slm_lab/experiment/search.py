@@ -251,22 +251,27 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
     grid = tuner.fit()
     # the state Tune saved: after a Ctrl-C the trials it cut short are still running there (the
     # result grid says they terminated)
-    saved = tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials
+    saved = saved_trials(search_dir)
     if len(saved) < loaded.meta.max_trial or any(t.status not in ENDED for t in saved):
-        so_far = trials_so_far(loaded, search_dir)
+        so_far = trials_so_far(loaded, search_dir, saved)
         io.write_text(table_text(so_far, loaded), search_dir / io.PARTIAL_EXPERIMENT_DF)
         raise SearchStopped(so_far)
     return finish(loaded, search_dir, [grid[i] for i in range(len(grid))])
 
 
-def trials_so_far(spec: Spec, search_dir: Path) -> list[dict[str, Any]]:
-    """The experiment table's rows of the trials that have ended, from the state Tune saved in
-    `search_dir` (what a search stopped before its end has to show)."""
+def saved_trials(search_dir: Path) -> list[Any]:
+    """The trials as Tune last saved them in `search_dir`."""
+    return tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials
+
+
+def trials_so_far(spec: Spec, search_dir: Path, saved: list[Any]) -> list[dict[str, Any]]:
+    """The experiment table's rows of the `saved` trials (saved_trials) that have ended: what a
+    search stopped before its end has to show."""
     ended = [
         # the error as the search folder keeps it (Ray's error_file is in its session's temp
         # folder, gone after a resume), as the final table reads it
         (trial_index(t), t.last_result, t.get_pickled_error() or t.get_error(), t.config)
-        for t in tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials
+        for t in saved
         if t.status in ENDED
     ]
     return trial_rows(spec, search_dir, ended)

@@ -236,10 +236,11 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     assert not (search_dir / "experiment_df.csv").exists()
     t0_written = t0_metrics.stat().st_mtime_ns
     # what a stopped search shows: the rows of the trials that ended, from Tune's saved state
-    from slm_lab.experiment.search import trials_so_far
+    from slm_lab.experiment.search import saved_trials, trials_so_far
     from slm_lab.spec import schema
 
-    [so_far] = trials_so_far(schema.load({**spec, "name": NAME}, NAME), search_dir)
+    typed = schema.load({**spec, "name": NAME}, NAME)
+    [so_far] = trials_so_far(typed, search_dir, saved_trials(search_dir))
     assert (so_far["trial"], so_far["status"], so_far["frame"]) == (0, "completed", 400)
     assert (so_far["env.max_frame"], so_far["agent.net.init_fn"]) == (400, "orthogonal_")
     from slm_lab.cli.main import _print_trials  # what Ctrl-C prints of them
@@ -269,7 +270,7 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     assert "Traceback" in (search_dir / f"{NAME}_t2" / "log" / f"{NAME}_t2_s0.log").read_text()
     assert result.stdout.splitlines()[0] == "search: 3 trials | completed 2 | errored 1"
     # once every trial ended, the rows of a stop are the final table's (the error read back too)
-    ended = trials_so_far(schema.load({**spec, "name": NAME}, NAME), search_dir)
+    ended = trials_so_far(typed, search_dir, saved_trials(search_dir))
     assert [t["status"] for t in ended] == list(df["status"])
 
     again = invoke(["run", path, NAME, "search@latest"])
