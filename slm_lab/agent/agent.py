@@ -1,8 +1,7 @@
-"""Agent: an algorithm (with its nets and memory) and the metrics it reports."""
+"""Agent: an algorithm (with its nets and memory), and the RNG state a checkpoint keeps."""
 
 import contextlib
 import copy
-import math
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +12,8 @@ import torch
 from slm_lab.agent.algorithm.registry import ALGORITHMS
 from slm_lab.agent.config import AgentConfig
 from slm_lab.agent.net import net_util
-from slm_lab.env.vec_env import VecEnv
+from slm_lab.env.backend import EnvInfo
+from slm_lab.env.clock import Clock
 
 
 class Agent:
@@ -23,9 +23,10 @@ class Agent:
     run every env step); the rest is what the session, enjoy and checkpoints use.
     """
 
-    def __init__(self, config: AgentConfig, env: VecEnv) -> None:
+    def __init__(self, config: AgentConfig, env: EnvInfo, clock: Clock) -> None:
+        """`env`: what the agent knows of its envs; `clock`: the run's (its schedules read it)."""
         device = net_util.get_device(config.net.base.gpu if config.net is not None else False)
-        self.algorithm = ALGORITHMS[config.algorithm.name](config, env, device)
+        self.algorithm = ALGORITHMS[config.algorithm.name](config, env, clock, device)
         self.act = self.algorithm.act
         self.update = self.algorithm.update
 
@@ -57,13 +58,14 @@ class Agent:
         self.algorithm.update_schedules()
 
     @contextlib.contextmanager
-    def evaluating(self, env: VecEnv, greedy: bool) -> Iterator[None]:
+    def evaluating(self, env: EnvInfo, greedy: bool) -> Iterator[None]:
         """Within the block the agent acts on `env` for evaluation: schedules at their end values,
-        updates ignored, greedy actions when `greedy`. On exit it is back to training: the env
-        it acts on, its action policy and the schedules' values at the clock's frame."""
+        updates ignored, greedy actions when `greedy`. On exit it is back to training: the
+        random actions it samples, its action policy and the schedules' values at the clock's
+        frame."""
         algorithm = self.algorithm
-        train_env, action_policy = algorithm.env, algorithm.action_policy
-        algorithm.env = env  # what acting without a net (Random) samples from
+        train_sampler, action_policy = algorithm.sample_actions, algorithm.action_policy
+        algorithm.sample_actions = env.sample_actions  # what acting without a net samples
         if greedy:
             algorithm.action_policy = "greedy"
         algorithm.eval_mode = True
@@ -71,7 +73,7 @@ class Agent:
         try:
             yield
         finally:
-            algorithm.env, algorithm.action_policy = train_env, action_policy
+            algorithm.sample_actions, algorithm.action_policy = train_sampler, action_policy
             algorithm.eval_mode = False
             algorithm.update_schedules()
 
@@ -82,50 +84,6 @@ class Agent:
                 if not torch.isfinite(p).all():
                     return f"{name}.{pname}"
         return None
-
-
-class MetricsTracker:
-    """Builds one metrics row per checkpoint (see the README, "Metrics") and keeps them."""
-
-    MA_WINDOW = 100  # total_reward_ma: mean of total_reward over this many checkpoint rows
-
-    def __init__(self, env: VecEnv, agent: Agent) -> None:
-        self.env = env
-        self.agent = agent
-        self.rows: list[dict[str, float]] = []
-        self._last_frame = 0
-        self._last_wall = 0.0
-
-    def add_row(self) -> dict[str, float]:
-        clock = self.env.clock
-        wall_t = clock.wall_t
-        elapsed = wall_t - self._last_wall
-        fps = (clock.frame - self._last_frame) / elapsed if elapsed > 0 else math.nan
-        self._last_frame, self._last_wall = clock.frame, wall_t
-        total_reward = self.env.total_reward
-        recent = [r["total_reward"] for r in self.rows[-(self.MA_WINDOW - 1) :]] + [total_reward]
-        recent = [r for r in recent if not math.isnan(r)]
-        row = {
-            "frame": clock.frame,
-            "t": clock.t,
-            "epi": clock.epi,
-            "opt_step": clock.opt_step,
-            "wall_t": wall_t,
-            "fps": fps,
-            "total_reward": total_reward,
-            "total_reward_ma": sum(recent) / len(recent) if recent else math.nan,
-            **self.agent.metrics(),
-        }
-        self.rows.append(row)
-        return row
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"rows": [dict(r) for r in self.rows], "last_frame": self._last_frame}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rows = [dict(r) for r in state["rows"]]
-        self._last_frame = state["last_frame"]
-        self._last_wall = self.env.clock.wall_t
 
 
 def rng_state() -> dict[str, Any]:

@@ -1,1 +1,3 @@
-"""Environments: `vec_env.VecEnv`, wrappers, clock; `config` declares the env spec keys, torch-free."""
+"""Environments: the backend interface (`backend`), the registry that picks a backend for an env
+id (`registry`), Gymnasium's vector envs as a backend (`gym_backend`), wrappers and the clock;
+`config` declares the env spec keys, torch-free."""

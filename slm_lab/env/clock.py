@@ -1,4 +1,8 @@
-"""The run clock: t (vector steps), frame (env steps over all envs), epi, opt_step, wall_t."""
+"""The run clock: t (vector steps), frame (env steps over all envs), epi, opt_step, wall_t.
+
+The session makes it and passes it to the backend (which ticks it each vector step) and to
+the agent (whose schedules read it); `max_frame` is the run's length, read from here.
+"""
 
 import time
 
@@ -16,6 +20,10 @@ class Clock:
         self.opt_step = 0
         self._wall_offset = 0.0
         self._start = time.perf_counter()
+
+    def done(self) -> bool:
+        """Whether the run has reached max_frame."""
+        return self.frame >= self.max_frame
 
     def tick(self, num_done: int) -> None:
         self.t += 1

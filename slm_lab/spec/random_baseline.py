@@ -13,11 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from loguru import logger
 
 from slm_lab import SPEC_DIR
+from slm_lab.env.config import EnvConfig
+from slm_lab.lib.config import parse
 
 TABLE_PATH = SPEC_DIR / "_random_baseline.json"
 TABLE_EPISODES = 100
@@ -72,23 +73,22 @@ def compute(
     action_repeat: int = 1,
     seed: int = 0,
 ) -> float:
-    env = gym.make(name, max_episode_steps=max_t, **kwargs)
-    env.action_space.seed(seed)
-    returns = []
-    for i in range(episodes):
-        env.reset(seed=seed + i)
-        total, done = 0.0, False
-        while not done:
-            action = env.action_space.sample()
-            for _ in range(action_repeat):
-                _, reward, terminated, truncated, _ = env.step(action)
-                total += float(reward)
-                done = terminated or truncated
-                if done:
-                    break
-        returns.append(total)
+    """The mean return of `episodes` episodes of uniformly random actions, on the env as the
+    backend that trains on it builds it (one env, no reward transforms)."""
+    from slm_lab.env.clock import Clock  # the env's backend: only when a baseline is computed
+    from slm_lab.env.registry import backend_module
+
+    env_spec = {"name": name, "max_frame": 1, "max_t": max_t, "action_repeat": action_repeat}
+    config = parse(EnvConfig, {**env_spec, **kwargs}, "env")
+    env = backend_module(name).make(config, seed, Clock(config.max_frame, 1), gamma=1.0)
+    env.record_episodes()
+    env.reset()
+    returns: list[float] = []
+    while len(returns) < episodes:
+        env.step(env.info.sample_actions())
+        returns += [r for f in env.pop_episodes() for r in f.returns.tolist()]
     env.close()
-    return float(np.mean(returns))
+    return float(np.mean(returns[:episodes]))
 
 
 def _read(path: Path) -> dict[str, float]:

@@ -6,7 +6,10 @@ with their actor_/critic_ keys), `env`, `meta`, and an optional `search`. The ch
 the env itself (its spaces) are in spec_util.validate.
 """
 
-from dataclasses import dataclass
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from slm_lab.agent.algorithm.config import (
@@ -38,11 +41,42 @@ DEPRECATED_TOP = {"body": None}
 
 @dataclass(frozen=True)
 class Spec:
+    """A whole spec, typed. It is never changed: `with_values` and `trial` make new ones."""
+
     name: str
     agent: AgentConfig
     env: EnvConfig
     meta: MetaConfig
     search: tuple[SearchParam, ...] | None  # the searched paths, when the spec has a search block
+    # the plain spec it was read from (JSON data, with its name): what a run folder records
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain spec, as a spec file holds it."""
+        return copy.deepcopy(self.raw)
+
+    def with_values(self, values: dict[str, Any]) -> "Spec":
+        """This spec with each dotted path set to its value, checked again."""
+        with quiet():  # its own warnings were given when it was first read
+            return load(search_space.set_paths(self.raw, values), self.name)
+
+    def trial(self, values: dict[str, Any]) -> "Spec":
+        """The spec one search trial runs: the searched paths set to `values`, no search
+        block, one trial."""
+        with quiet():
+            return load(search_space.trial_spec(self.raw, values), self.name)
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """SLM Lab's log lines off inside the block (a spec read again warns nothing again)."""
+    from loguru import logger
+
+    logger.disable("slm_lab")
+    try:
+        yield
+    finally:
+        logger.enable("slm_lab")
 
 
 def _section(spec: dict[str, Any], key: str, path: str) -> Any:
@@ -83,7 +117,9 @@ def load(spec: Any, spec_name: str = "") -> Spec:
     search = spec.get("search")
     if search is not None:
         search = tuple(search_space.parse(search))
-    loaded = Spec(str(spec.get("name") or spec_name), agent_config, env, meta, search)
+    name = str(spec.get("name") or spec_name)
+    raw = copy.deepcopy({**spec, "name": name})
+    loaded = Spec(name, agent_config, env, meta, search, raw)
     _check_agent(loaded)
     return loaded
 

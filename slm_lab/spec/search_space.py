@@ -162,10 +162,10 @@ def _param(path: str, dist: str, args: Any) -> SearchParam:
     return SearchParam(path, dist, tuple(args))
 
 
-def trial_spec(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """The spec one trial runs: `spec` without its search block, each searched path set to its
-    value (missing mappings on the way are made), and one trial."""
-    out = copy.deepcopy({k: v for k, v in spec.items() if k != "search"})
+def set_paths(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `spec` with each dotted path set to its value (missing mappings on the way
+    are made)."""
+    out = copy.deepcopy(spec)
     for path, value in values.items():
         *parents, leaf = path.split(".")
         node = out
@@ -178,5 +178,12 @@ def trial_spec(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
                 )
             node = child
         node[leaf] = copy.deepcopy(value)
+    return out
+
+
+def trial_spec(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """The spec one trial runs: `spec` without its search block, each searched path set to its
+    value (missing mappings on the way are made), and one trial."""
+    out = set_paths({k: v for k, v in spec.items() if k != "search"}, values)
     out.setdefault("meta", {})["max_trial"] = 1
     return out

@@ -6,13 +6,10 @@ come from a table, see slm_lab.agent.net.config), so `slm-lab check` is quick; o
 TorchArcNet spec loads torch, to build its graph.
 """
 
-import contextlib
-import importlib
 import json
 import math
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,12 +46,6 @@ __all__ = ["SpecError", "did_you_mean", "get_spec", "check_spec", "validate", "S
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
 # a ${var} not inside a quoted string: quoted for parsing a template (check of an unfilled spec)
 BARE_VAR_PATTERN = re.compile(r"(?<![\"'\w$])\$\{([^}]*)\}(?![\"'\w])")
-# features of SLM Lab v5 specs that this release does not have yet: a spec that needs one gets
-# one line naming it
-NOT_YET = "is not available yet in this release"
-PLAYGROUND_PREFIX = "playground/"
-# legacy (unnamespaced) ALE ids: <Game>[NoFrameskip|Deterministic]-v0/-v4
-LEGACY_ATARI_ID = re.compile(r"^[A-Z][A-Za-z]+(NoFrameskip|Deterministic)?-v[04]$")
 
 
 class _YamlLoader(yaml.SafeLoader):
@@ -197,10 +188,9 @@ def _spec_from_file(
 class LoadedSpec:
     """A validated spec, with the -s values that took effect: placeholders filled, spec paths set."""
 
-    spec: dict[str, Any]
+    spec: Spec
     placeholders: dict[str, str]
     overrides: dict[str, Any]
-    typed: Spec
 
 
 def split_sets(spec_file: str, sets: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -255,25 +245,33 @@ def _leaf_paths(node: Any, path: str = "") -> Any:
         yield path
 
 
-def load_spec(spec_file: str, spec_name: str, sets: dict[str, str] | None = None) -> LoadedSpec:
-    """Read a spec, fill its ${placeholders} and set the spec paths `sets` name (both from -s),
-    normalize and validate it; sets spec['name'] (with the env's suffix when -s changed it)."""
+def load_spec(
+    spec_file: str,
+    spec_name: str,
+    sets: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
+) -> LoadedSpec:
+    """Read a spec, fill its ${placeholders} and set the spec paths `sets` name (both from -s,
+    as text) and those `values` name (typed: the CLI's shortcut options), normalize and
+    validate it; its name gets the env's suffix when -s changed the env."""
     placeholders, paths = split_sets(spec_file, sets or {})
     spec = _spec_from_file(spec_file, spec_name, placeholders, template=False)
     overrides = apply_overrides(spec, paths)
+    if values:
+        spec = search_space.set_paths(spec, values)
+        overrides.update(values)
     for var, where in sorted(unresolved_vars(spec, spec_name).items()):
         raise SpecError(f"{where}: unresolved ${{{var}}}; pass it with -s {var}=VALUE")
     env_name = placeholders.get("env") or overrides.get("env.name")
     spec["name"] = spec_name + (f"_{env_suffix(str(env_name))}" if env_name else "")
-    typed = validate(spec, spec_name)
-    return LoadedSpec(spec, placeholders, overrides, typed)
+    return LoadedSpec(validate(spec, spec_name), placeholders, overrides)
 
 
 def get_spec(
     spec_file: str, spec_name: str, variables: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """The validated spec (see load_spec)."""
-    return load_spec(spec_file, spec_name, variables).spec
+    """The validated spec as plain data (see load_spec)."""
+    return load_spec(spec_file, spec_name, variables).spec.to_dict()
 
 
 def check_spec(
@@ -320,13 +318,19 @@ def validate(spec: dict[str, Any], spec_name: str = "") -> Spec:
     """Check keys, types and values of a whole spec, and that it fits its env; the typed spec.
     SpecError on the first problem."""
     loaded = schema.load(spec, spec_name)
-    if not VAR_PATTERN.search(loaded.env.name):  # a template's env is checked when it is given
-        check_env_fit(loaded)
-    _warn_short_lr_schedules(loaded)
+    check_typed(loaded)
     for param in loaded.search or ():
         _check_searched_path(param, loaded)
         _check_probes(param, spec, spec_name)
     return loaded
+
+
+def check_typed(spec: Spec) -> None:
+    """The checks of a typed spec that need its env (it fits its env's spaces), and the
+    warnings a run gets at its start."""
+    if not VAR_PATTERN.search(spec.env.name):  # a template's env is checked when it is given
+        check_env_fit(spec)
+    _warn_short_lr_schedules(spec)
 
 
 # -- the search block ------------------------------------------------------------------------
@@ -391,23 +395,12 @@ def _check_probes(param: SearchParam, spec: dict[str, Any], spec_name: str) -> N
     here, not in the middle of a search."""
     for value in param.probes():
         try:
-            with _quiet():  # the spec's own warnings were given once already
+            with schema.quiet():  # the spec's own warnings were given once already
                 probe = schema.load(search_space.trial_spec(spec, {param.path: value}), spec_name)
                 if param.path.startswith("env.") and not VAR_PATTERN.search(probe.env.name):
                     check_env_fit(probe)  # an env argument: the env itself takes it or not
         except SpecError as e:
             raise SpecError(f"{param.key}: the value {value!r} does not fit: {e}") from None
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    from loguru import logger
-
-    logger.disable("slm_lab")
-    try:
-        yield
-    finally:
-        logger.enable("slm_lab")
 
 
 def check_search_run(spec: Spec) -> None:
@@ -459,62 +452,12 @@ def _warn_short_lr_schedules(spec: Spec) -> None:
                 return
 
 
-def _env_not_available(name: str) -> str | None:
-    """The one-line reason an env id of a v5 spec cannot run in this release, else None."""
-    if name.startswith("ALE/") or LEGACY_ATARI_ID.fullmatch(name):
-        return f"env.name: {name}: Atari (ALE) {NOT_YET}"
-    if name.startswith(PLAYGROUND_PREFIX):
-        return f"env.name: {name}: MuJoCo Playground {NOT_YET}"
-    return None
-
-
-def _import_env_module(name: str) -> str:
-    """For a `module:EnvId` name, import the module (it registers the env); returns the id."""
-    if ":" not in name:
-        return name
-    module, env_id = name.split(":", 1)
-    try:
-        importlib.import_module(module)
-    except Exception as e:  # the user's own module: any error it raises on import
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        raise SpecError(
-            f"env.name: {name!r}: importing {module!r} failed ({type(e).__name__}: {reason}); is it on PYTHONPATH?"
-        ) from None
-    return env_id
-
-
 def env_spaces(env: EnvConfig) -> tuple[Any, Any]:
-    """(observation space as the agent sees it, action space) of the env a spec names."""
-    import gymnasium as gym  # imported here: the rest of validation needs no env
+    """(observation space as the agent sees it, action space) of the env a spec names, from
+    the backend that runs it."""
+    from slm_lab.env.registry import backend_module  # the env's backend loads only here
 
-    from slm_lab.env.spaces import agent_observation_space
-
-    env_id = _import_env_module(env.name)
-    try:
-        gym.spec(env_id)
-    except gym.error.Error:
-        if message := _env_not_available(env_id):
-            raise SpecError(message) from None
-        raise SpecError(
-            f"env.name: {env.name!r} is not a Gymnasium env id{did_you_mean(env_id, gym.registry.keys())}"
-        ) from None
-    try:
-        e = gym.make(env.name, **env.kwargs)
-    except TypeError as err:
-        bad = re.search(r"unexpected keyword argument '(\w+)'", str(err))
-        key = bad.group(1) if bad else next(iter(env.kwargs), "?")
-        raise SpecError(
-            f"env.{key}: unknown key (not an SLM Lab env key, nor an argument of {env.name}){did_you_mean(key, EnvConfig.keys())}"
-        ) from None
-    except gym.error.Error as err:
-        raise SpecError(f"env.name: {env.name!r} cannot be made: {err}") from None
-    try:
-        obs_space = agent_observation_space(e.observation_space)
-    except ValueError as err:
-        raise SpecError(f"env.name: {env.name}: {err}") from None
-    finally:
-        e.close()
-    return obs_space, e.action_space
+    return backend_module(env.name).spaces(env)
 
 
 def check_env_fit(spec: Spec) -> None:

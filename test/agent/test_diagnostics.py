@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import make_algorithm, make_spec
+from conftest import env_of, make_algorithm, make_spec
 
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.ppo import approx_kl, clip_frac
@@ -23,7 +23,7 @@ def build(algo: str, num_envs: int = 2, **algorithm: Any) -> Algorithm:
 
 def fill(algo: Algorithm) -> None:
     """Act in the env until the memory holds a batch, without training."""
-    env = algo.env
+    env = env_of(algo)
     env.reset()
     while not algo.memory.ready():
         algo.memory.add(env.step(algo.act(env.obs)))

@@ -5,15 +5,12 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import make_algorithm
+from conftest import env_of, make_algorithm, make_env_agent
 from torch import nn
 
-from slm_lab.agent.agent import Agent
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.memory.base import Batch, Transition
 from slm_lab.agent.net import net_util
-from slm_lab.env.vec_env import VecEnv
-from slm_lab.spec import schema
 
 GAMMA = 0.9
 
@@ -139,7 +136,7 @@ def test_replace_target_update_copies_the_online_net() -> None:
 
 def test_per_priorities_follow_td_errors() -> None:
     algo = make_algo("DoubleDQN", per=True)
-    env = algo.env
+    env = env_of(algo)
     env.reset()
     for _ in range(8):
         algo.memory.add(env.step(algo.act(env.obs)))
@@ -196,6 +193,5 @@ def test_value_based_specs_deep_copy_safe() -> None:
     """Building an agent does not mutate its spec (specs are data reused across sessions)."""
     spec = full_spec(dqn_spec("DoubleDQN", per=True))
     before = copy.deepcopy(spec)
-    typed = schema.load(spec)
-    Agent(typed.agent, VecEnv(typed.env, 0, typed.agent.algorithm.gamma))
+    make_env_agent(spec)
     assert spec == before

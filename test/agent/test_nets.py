@@ -3,16 +3,14 @@
 import numpy as np
 import pytest
 import torch
-from conftest import load, make_spec
+from conftest import make_env_agent, make_spec
 
 from slm_lab.agent.agent import Agent
 from slm_lab.agent.net import net_util
-from slm_lab.env.vec_env import VecEnv
 
 
 def build(spec: dict) -> Agent:
-    typed = load(spec)
-    return Agent(typed.agent, VecEnv(typed.env, 0, typed.agent.algorithm.gamma))
+    return make_env_agent(spec)[1]
 
 
 @pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
@@ -67,11 +65,10 @@ def test_lr_reaches_zero_at_frame_through_training() -> None:
     """Driving the clock by real env steps: PPO trains every 64 frames; LR hits 0 at 256."""
     spec = make_spec("ppo", max_frame=256)
     spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 256}
-    agent = build(spec)
-    env = agent.algorithm.env
+    env, agent = make_env_agent(spec)
     env.reset()
     seen = []
-    while not env.done():
+    while not env.clock.done():
         agent.update(env.step(agent.act(env.obs)))
         if env.clock.frame % 64 == 0:
             seen.append(agent.algorithm.lr)

@@ -108,7 +108,7 @@ def test_env_stacks_sequences_per_episode() -> None:
     seq_len, num_envs = 3, 2
     spec = {"name": "CartPole-v1", "num_envs": num_envs, "max_frame": 10**6}
     stacked, flat = make_env(spec, seq_len=seq_len), make_env(spec)
-    assert stacked.observation_space.shape == (seq_len, 4)
+    assert stacked.info.observation_space.shape == (seq_len, 4)
     obs, flat_obs = stacked.reset(), flat.reset()
     assert obs.shape == (num_envs, seq_len, 4)
     np.testing.assert_array_equal(obs[:, -1], flat_obs)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import (
     SMALL_NET,
+    env_of,
     invoke,
     make_algorithm,
     make_spec,
@@ -110,10 +111,10 @@ def counts(net: nn.Module) -> list[int]:
 
 def fill(algo: Algorithm) -> None:
     """Random transitions into the replay memory until it can give a batch."""
-    env = algo.env
+    env = env_of(algo)
     env.reset()
     while not algo.memory.ready():
-        algo.memory.add(env.step(env.vec.action_space.sample()))
+        algo.memory.add(env.step(env.info.sample_actions()))
 
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c_gae", "DQN", "SoftActorCritic"])
@@ -138,7 +139,7 @@ def test_acting_leaves_norm_statistics_alone(algo: str, norm: str) -> None:
     nets = list(algo_.modules().values())
     assert any(norm_layers(net) for net in nets)
     before = [copy.deepcopy(dict(net.named_buffers())) for net in nets]
-    env = algo_.env
+    env = env_of(algo_)
     env.reset()
     for _ in range(5):
         env.step(algo_.act(env.obs))
@@ -153,7 +154,7 @@ def test_ppo_norm_layers_count_only_minibatch_steps() -> None:
     """2 envs x 32 steps, minibatches of 32, 2 epochs: 4 gradient steps, each one forward of
     the actor and one of the critic; the old-policy pass and V(s') add none."""
     algo = build(spec_of("ppo", "batch_renorm", num_envs=2))
-    env = algo.env
+    env = env_of(algo)
     env.reset()
     while not algo.memory.ready():
         algo.memory.add(env.step(algo.act(env.obs)))

@@ -13,6 +13,7 @@ import pytest
 import torch
 from conftest import (
     TIMING_COLUMNS,
+    env_of,
     invoke,
     make_algorithm,
     make_spec,
@@ -37,7 +38,7 @@ def build(num_envs: int, algo: str = "ppo", **algorithm: Any) -> PPO:
 
 def fill(algo: PPO) -> None:
     """Act in the env until the memory holds a batch, without training."""
-    env = algo.env
+    env = env_of(algo)
     env.reset()
     while not algo.memory.ready():
         algo.memory.add(env.step(algo.act(env.obs)))

@@ -15,6 +15,7 @@ from conftest import (
     SMALL_NET,
     TIMING_COLUMNS,
     check_progress_lines,
+    env_of,
     invoke,
     make_algorithm,
     progress_lines,
@@ -290,10 +291,10 @@ def test_polyak_and_replace_target_updates() -> None:
 
 
 def fill(algo: SoftActorCritic, steps: int = 20) -> None:
-    env = algo.env
+    env = env_of(algo)
     env.reset()
     for _ in range(steps):
-        algo.memory.add(env.step(env.vec.action_space.sample()))
+        algo.memory.add(env.step(env.info.sample_actions()))
 
 
 @pytest.mark.parametrize("algo_name", ["SoftActorCritic", "CrossQ"])

@@ -1,4 +1,4 @@
-"""VecEnv: real next observations, the clock, max_t, action rescaling, unnormalized returns, the
+"""GymVecEnv: real next observations, the clock, max_t, action rescaling, unnormalized returns, the
 finished episodes it records, and the Gymnasium version whose vector wrappers handle same-step
 autoreset."""
 
@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from slm_lab import ROOT_DIR
-from slm_lab.env.vec_env import VecEnv
+from slm_lab.env.gym_backend import GymVecEnv
 
 # the first Gymnasium whose vector RecordEpisodeStatistics and NormalizeReward count the first
 # step of an episode that a SAME_STEP autoreset started (earlier ones drop it, as for NEXT_STEP)
@@ -49,14 +49,18 @@ CARTPOLE_X_LIMIT = 2.4
 CARTPOLE_RESET_BOUND = 0.05  # reset observations are uniform in [-0.05, 0.05]
 
 
-def make_env(name: str = "CartPole-v1", num_envs: int = 2, seed: int = 0, **spec: object) -> VecEnv:
+def make_env(
+    name: str = "CartPole-v1", num_envs: int = 2, seed: int = 0, **spec: object
+) -> GymVecEnv:
     return env_of({"name": name, "num_envs": num_envs, "max_frame": 10**6, **spec}, seed)
 
 
-def random_actions(env: VecEnv, rng: np.random.Generator) -> np.ndarray:
-    if env.is_discrete:
-        return rng.integers(env.action_space.n, size=env.num_envs)
-    return rng.uniform(-1, 1, size=(env.num_envs, *env.action_space.shape)).astype(np.float32)
+def random_actions(env: GymVecEnv, rng: np.random.Generator) -> np.ndarray:
+    if env.info.is_discrete:
+        return rng.integers(env.info.action_space.n, size=env.info.num_envs)
+    return rng.uniform(-1, 1, size=(env.info.num_envs, *env.info.action_space.shape)).astype(
+        np.float32
+    )
 
 
 def test_real_next_obs_differs_exactly_where_an_episode_ended() -> None:
@@ -73,7 +77,7 @@ def test_real_next_obs_differs_exactly_where_an_episode_ended() -> None:
         terminateds, truncateds = t.terminateds, t.truncateds
         dones = terminateds | truncateds
         ended += int(dones.sum())
-        for i in range(env.num_envs):
+        for i in range(env.info.num_envs):
             if dones[i]:
                 assert not np.array_equal(real_next_obs[i], next_obs[i])
                 assert np.all(
@@ -88,7 +92,7 @@ def test_real_next_obs_differs_exactly_where_an_episode_ended() -> None:
         assert env.clock.frame == 2 * (step + 1)
         assert env.clock.epi == ended
     assert ended >= 10  # random CartPole episodes last ~20 steps
-    assert env.done() is False
+    assert env.clock.done() is False
     env.close()
 
 
@@ -96,7 +100,7 @@ def test_clock_done_at_max_frame() -> None:
     env = env_of({"name": "CartPole-v1", "num_envs": 4, "max_frame": 20})
     env.reset()
     steps = 0
-    while not env.done():
+    while not env.clock.done():
         env.step(np.zeros(4, dtype=np.int64))
         steps += 1
     assert (steps, env.clock.frame) == (5, 20)
@@ -108,7 +112,7 @@ def test_max_t_truncates_episodes(name: str) -> None:
     env = make_env(name, max_t=10)
     rng = np.random.default_rng(1)
     env.reset()
-    lengths = np.zeros(env.num_envs, dtype=int)
+    lengths = np.zeros(env.info.num_envs, dtype=int)
     truncations = 0
     for _ in range(60):
         t = env.step(random_actions(env, rng))
@@ -129,8 +133,10 @@ def test_max_t_truncates_episodes(name: str) -> None:
 
 def test_pendulum_acts_in_unit_box_rescaled_to_torque() -> None:
     env = make_env("Pendulum-v1")
-    assert env.action_space.low.tolist() == [-1.0] and env.action_space.high.tolist() == [1.0]
-    assert not env.is_discrete
+    assert env.info.action_space.low.tolist() == [-1.0] and env.info.action_space.high.tolist() == [
+        1.0
+    ]
+    assert not env.info.is_discrete
     env.reset()
     env.step(np.array([[0.5], [-1.0]], dtype=np.float32))
     torques = [e.unwrapped.last_u for e in env.vec.unwrapped.envs]
@@ -239,12 +245,12 @@ def test_non_capturable_env_resumes_with_fresh_episodes_and_kept_statistics() ->
     rms_var = float(env.reward_norm.return_rms.var)
 
     resumed = env_of(spec, seed=3)
+    resumed.clock.load_state_dict(env.clock.state_dict())  # the session restores its clock first
     assert resumed.load_state_dict(state) is False
     assert list(resumed.stats.return_queue) == returns
     assert resumed.stats.episode_count == env.stats.episode_count
     assert float(resumed.reward_norm.return_rms.var) == rms_var
     assert np.all(resumed.stats.episode_returns == 0)  # fresh episodes start from zero
-    assert resumed.clock.frame == env.clock.frame
 
 
 def test_gymnasium_bound_is_the_first_same_step_release() -> None:

@@ -11,10 +11,17 @@ import torch
 from conftest import load, make_spec
 
 from slm_lab.agent.agent import rng_state, set_rng_state
+from slm_lab.env.clock import Clock
 from slm_lab.experiment.config import MetaConfig
-from slm_lab.experiment.control import build
 from slm_lab.experiment.evaluation import Evaluation, evaluation_seed
+from slm_lab.experiment.session import build
 from slm_lab.lib.config import parse
+
+
+def build_env_agent(typed: Any, seed: int) -> tuple[Any, Any]:
+    """A session's env and agent, on a clock of their own (`env.clock`)."""
+    return build(typed, seed, Clock(typed.env.max_frame, typed.env.num_envs))
+
 
 SEED = 8  # the session seed; its first evaluation's episodes are the ones the split test needs
 LINEAR_ENTROPY = {
@@ -61,9 +68,9 @@ def test_an_evaluation_is_the_mean_raw_return_of_its_episodes() -> None:
     spec["env"]["reward_scale"] = 0.1  # scales what the agent learns from, not what it scores
     spec["meta"]["rigorous_eval"] = 3
     typed = load(spec)
-    env, agent = build(typed, SEED)
+    env, agent = build_env_agent(typed, SEED)
     agent.act = lambda obs: np.zeros(len(obs), dtype=np.int64)  # deterministic episodes
-    evaluation = Evaluation(typed, env, agent, SEED)
+    evaluation = Evaluation(typed, env, env.clock, agent, SEED)
     row = evaluation.run()
 
     seed = evaluation_seed(SEED, 0)
@@ -88,8 +95,8 @@ def test_the_eval_env_has_at_most_rigorous_eval_sub_envs() -> None:
     spec = make_spec("random", num_envs=4)
     spec["meta"]["rigorous_eval"] = 2
     typed = load(spec)
-    env, agent = build(typed, SEED)
-    assert Evaluation(typed, env, agent, SEED).env.num_envs == 2
+    env, agent = build_env_agent(typed, SEED)
+    assert Evaluation(typed, env, env.clock, agent, SEED).env.info.num_envs == 2
 
 
 def draws() -> tuple[list[float], list[float], float]:
@@ -101,11 +108,11 @@ def test_an_evaluation_leaves_the_rngs_and_the_training_env_as_they_were() -> No
     spec["env"]["normalize_obs"] = True
     spec["meta"]["rigorous_eval"] = 3
     typed = load(spec)
-    env, agent = build(typed, SEED)
+    env, agent = build_env_agent(typed, SEED)
     env.reset()
     for _ in range(5):
         agent.update(env.step(agent.act(env.obs)))
-    evaluation = Evaluation(typed, env, agent, SEED)
+    evaluation = Evaluation(typed, env, env.clock, agent, SEED)
     rngs = rng_state()
     action_rng = env.vec.action_space.np_random.bit_generator.state
     rms = env.obs_norm.rms
@@ -132,18 +139,18 @@ def test_evaluating_acts_greedily_at_the_schedules_end_values(env_name: str) -> 
     spec = make_spec("ppo", env_name)
     spec["agent"]["algorithm"]["entropy_coef_spec"] = LINEAR_ENTROPY
     typed = load(spec)
-    env, agent = build(typed, SEED)
+    env, agent = build_env_agent(typed, SEED)
     algorithm = agent.algorithm
     obs = env.reset()
     with torch.no_grad():
         mean, _ = algorithm.nets.pdparam(torch.as_tensor(obs))
     greedy = (mean.argmax(-1) if algorithm.discrete else mean).numpy()
 
-    with agent.evaluating(env, greedy=True):
+    with agent.evaluating(env.info, greedy=True):
         assert algorithm.entropy_coef.val == LINEAR_ENTROPY["end_val"]
         np.testing.assert_array_equal(agent.act(obs), greedy)
     assert algorithm.action_policy == "default" and not algorithm.eval_mode
     assert algorithm.entropy_coef.val == LINEAR_ENTROPY["start_val"]  # frame 0 again
-    with agent.evaluating(env, greedy=False):
+    with agent.evaluating(env.info, greedy=False):
         assert algorithm.action_policy == "default"  # the policy's own sampling
         assert algorithm.entropy_coef.val == LINEAR_ENTROPY["end_val"]

@@ -21,7 +21,8 @@ from slm_lab.agent.memory.registry import MEMORIES
 from slm_lab.agent.net import net_util
 from slm_lab.agent.net.config import NetConfig
 from slm_lab.agent.net.registry import build_net
-from slm_lab.env.vec_env import VecEnv
+from slm_lab.env.backend import EnvInfo
+from slm_lab.env.clock import Clock
 from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import warn_rate_limited
 
@@ -33,11 +34,14 @@ class Algorithm:
     # what a training call measures besides the loss (`record`), for the metrics row
     STATS: tuple[str, ...] = ()
 
-    def __init__(self, agent: AgentConfig, env: VecEnv, device: torch.device) -> None:
+    def __init__(
+        self, agent: AgentConfig, env: EnvInfo, clock: Clock, device: torch.device
+    ) -> None:
         self.agent_config = agent
         self.config = agent.algorithm
-        self.env = env
-        self.clock = env.clock
+        self.env_info = env
+        self.sample_actions = env.sample_actions  # uniform random actions (Random, warm-ups)
+        self.clock = clock
         self.device = device
         self.eval_mode = False
         self.gamma = self.config.gamma
@@ -83,15 +87,11 @@ class Algorithm:
         if memory is None:
             return None
         return MEMORIES[memory.name](
-            memory, self.memory_layout(), self.batch_steps(), self.env.max_frame
+            memory, self.memory_layout(), self.batch_steps(), self.clock.max_frame
         )
 
     def memory_layout(self) -> Layout:
-        # normalized or clipped observations are floats even when the env's are uint8
-        float_obs = self.env.obs_norm.rms is not None or self.env.obs_norm.clip is not None
-        return Layout.of(
-            self.env.observation_space, self.env.action_space, self.env.num_envs, float_obs
-        )
+        return Layout.of(self.env_info)
 
     def init_q_net(self, loss_reduction: str = "mean") -> None:
         """One Q-network over the discrete actions, with its optimizer, LR scheduler and loss."""

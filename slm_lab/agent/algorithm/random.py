@@ -15,7 +15,7 @@ class Random(Algorithm):
         return None
 
     def act(self, obs: np.ndarray) -> np.ndarray:
-        return self.env.vec.action_space.sample()
+        return self.sample_actions()
 
     def update(self, t: Transition) -> None:
         self.update_schedules()

@@ -194,7 +194,7 @@ class SoftActorCritic(OffPolicy):
     def act(self, obs: Any) -> Any:
         """Uniformly random actions (in [-1, 1] when continuous) until training_start_step."""
         if not self.eval_mode and self.clock.frame < self.config.training_start_step:
-            return self.env.vec.action_space.sample()
+            return self.sample_actions()
         return super().act(obs)
 
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:

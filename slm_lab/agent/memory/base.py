@@ -8,10 +8,10 @@ named after the math: on-policy memories give [T, N, ...] (time, env), replays [
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-import gymnasium as gym
 import numpy as np
 import torch
 
+from slm_lab.env.backend import EnvInfo
 from slm_lab.env.transition import Transition
 
 __all__ = ["Batch", "Layout", "Memory", "Transition", "UnprioritizedMemory"]
@@ -39,18 +39,14 @@ class Layout:
     action_dtype: np.dtype
 
     @classmethod
-    def of(
-        cls, obs_space: gym.Space, action_space: gym.Space, num_envs: int, float_obs: bool
-    ) -> "Layout":
-        """`float_obs`: observations reach the agent as floats (normalized or clipped) even
-        when the env's are integers."""
-        discrete = isinstance(action_space, gym.spaces.Discrete)
-        obs_dtype = np.float32 if float_obs or obs_space.dtype == np.float64 else obs_space.dtype
+    def of(cls, env: EnvInfo) -> "Layout":
+        """The layout of an env's steps as the agent receives them."""
+        discrete = env.is_discrete
         return cls(
-            num_envs,
-            obs_space.shape,
-            np.dtype(obs_dtype),
-            () if discrete else action_space.shape,
+            env.num_envs,
+            env.observation_space.shape,
+            env.obs_dtype,
+            () if discrete else env.action_space.shape,
             np.dtype(np.int64 if discrete else np.float32),
         )
 

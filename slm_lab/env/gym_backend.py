@@ -1,4 +1,4 @@
-"""Vector environment for a spec: Gymnasium vector env + wrappers + clock.
+"""Gymnasium's vector envs as a backend: sync or async vector env of `gym.make` envs + wrappers.
 
 Autoreset runs in SAME_STEP mode: when a sub-env ends an episode, its reset observation comes back
 in the same step and the true final observation in `info["final_obs"]`. So every transition the
@@ -6,9 +6,10 @@ env returns is real (none of NEXT_STEP's fake reset transitions), and `step` han
 real next observation of each env, which a truncated episode bootstraps from.
 """
 
+import importlib
+import re
 import warnings
 from collections import deque
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -18,25 +19,71 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import vector as vw
 
 from slm_lab.env import state as env_state
+from slm_lab.env.backend import EnvInfo, FinishedEpisodes, agent_obs_dtype
 from slm_lab.env.clock import Clock
 from slm_lab.env.config import EnvConfig
-from slm_lab.env.spaces import is_bounded, wrap_spaces
+from slm_lab.env.spaces import agent_observation_space, is_bounded, wrap_spaces
 from slm_lab.env.transition import Transition
 from slm_lab.env.wrappers import ActionRepeat, ObsNormalizer
+from slm_lab.lib.config import SpecError, did_you_mean
 
 EPISODE_STATS_WINDOW = 100  # total_reward is the mean return of up to this many recent episodes
 
 
-@dataclass(frozen=True)
-class FinishedEpisodes:
-    """The episodes that ended on one step, in env order: the frame after the step, the index
-    of the first (0 for a session's first finished episode), their returns (unnormalized) and
-    lengths."""
+def _import_env_module(name: str) -> str:
+    """For a `module:EnvId` name, import the module (it registers the env); returns the id."""
+    if ":" not in name:
+        return name
+    module, env_id = name.split(":", 1)
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # the user's own module: any error it raises on import
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise SpecError(
+            f"env.name: {name!r}: importing {module!r} failed ({type(e).__name__}: {reason}); is it on PYTHONPATH?"
+        ) from None
+    return env_id
 
-    frame: int
-    first_index: int
-    returns: np.ndarray
-    lengths: np.ndarray
+
+def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
+    """(observation space as the agent sees it, action space) of the env a spec names."""
+    env_id = _import_env_module(config.name)
+    try:
+        gym.spec(env_id)
+    except gym.error.Error:
+        module = config.name[: -len(env_id)]
+        hint = did_you_mean(env_id, gym.registry.keys())
+        raise SpecError(
+            f"env.name: {config.name!r} is not a Gymnasium env id{hint.replace('mean ', 'mean ' + module) if module else hint}"
+        ) from None
+    try:
+        e = gym.make(config.name, **config.kwargs)
+    except TypeError as err:
+        bad = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+        key = bad.group(1) if bad else next(iter(config.kwargs), "?")
+        raise SpecError(
+            f"env.{key}: unknown key (not an SLM Lab env key, nor an argument of {config.name}){did_you_mean(key, EnvConfig.keys())}"
+        ) from None
+    except gym.error.Error as err:
+        raise SpecError(f"env.name: {config.name!r} cannot be made: {err}") from None
+    try:
+        obs_space = agent_observation_space(e.observation_space)
+    except ValueError as err:
+        raise SpecError(f"env.name: {config.name}: {err}") from None
+    finally:
+        e.close()
+    return obs_space, e.action_space
+
+
+def make(
+    config: EnvConfig,
+    seed: int,
+    clock: Clock,
+    gamma: float,
+    render: bool = False,
+    seq_len: int | None = None,
+) -> "GymVecEnv":
+    return GymVecEnv(config, seed, clock, gamma, render, seq_len)
 
 
 def _make_one(
@@ -68,8 +115,8 @@ def _make_one(
     return env
 
 
-class VecEnv:
-    """The env a session trains on: `num_envs` copies stepped together, with a clock.
+class GymVecEnv:
+    """`num_envs` copies of a Gymnasium env stepped together (an EnvBackend).
 
     `seq_len` stacks each env's last seq_len observations into one of shape (seq_len, *obs_shape)
     (for a RecurrentNet). The obs normalizer then keeps statistics per position and feature of
@@ -80,20 +127,19 @@ class VecEnv:
         self,
         config: EnvConfig,
         seed: int,
+        clock: Clock,
         gamma: float,
         render: bool = False,
         seq_len: int | None = None,
     ) -> None:
         """`gamma`: the agent's discount, which reward normalization's return uses."""
         self.name = config.name
-        self.num_envs = config.num_envs
-        self.max_frame = config.max_frame
-        self.max_t = config.max_t
         self.seed = seed
-        make = partial(
+        self.clock = clock
+        make_env = partial(
             _make_one,
             self.name,
-            self.max_t,
+            config.max_t,
             config.kwargs,
             config.action_repeat,
             "human" if render else None,
@@ -101,7 +147,7 @@ class VecEnv:
         )
         vec_cls = AsyncVectorEnv if config.vectorization_mode == "async" else SyncVectorEnv
         vec: gym.vector.VectorEnv = vec_cls(
-            [make] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP
+            [make_env] * config.num_envs, autoreset_mode=AutoresetMode.SAME_STEP
         )
         # episode statistics first: returns are measured before any reward transform
         self.reward_norm: vw.NormalizeReward | None = None
@@ -115,14 +161,19 @@ class VecEnv:
             lo, hi = config.reward_clip
             vec = vw.ClipReward(vec, min_reward=lo, max_reward=hi)
         self.vec = vec
-        self.observation_space = vec.single_observation_space
-        self.action_space = vec.single_action_space
-        self.is_discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        observation_space = vec.single_observation_space
         self.obs_norm = ObsNormalizer(
-            self.observation_space.shape, config.normalize_obs, config.clip_obs
+            observation_space.shape, config.normalize_obs, config.clip_obs
         )
-        self.clock = Clock(self.max_frame, self.num_envs)
+        float_obs = self.obs_norm.rms is not None or self.obs_norm.clip is not None
         self.vec.action_space.seed(seed)
+        self.info = EnvInfo(
+            observation_space,
+            vec.single_action_space,
+            config.num_envs,
+            agent_obs_dtype(observation_space, float_obs),
+            self.vec.action_space.sample,
+        )
         self._obs: np.ndarray | None = None
         self._finished: list[FinishedEpisodes] | None = None  # kept after `record_episodes`
 
@@ -136,11 +187,6 @@ class VecEnv:
         return self._obs
 
     def step(self, actions: np.ndarray) -> Transition:
-        """Step every env with `actions` taken in `self.obs`; returns the transitions.
-
-        A transition's next_obs is its true successor (the final obs where an episode ended);
-        `self.obs` becomes what the agent acts on next (a reset obs where an episode ended).
-        """
         acted_on = self._obs
         obs, rewards, terminateds, truncateds, info = self.vec.step(actions)
         dones = terminateds | truncateds
@@ -170,11 +216,9 @@ class VecEnv:
         )
 
     def record_episodes(self) -> None:
-        """Keep every finished episode from now on, until `pop_episodes` hands them over."""
         self._finished = []
 
     def pop_episodes(self) -> list[FinishedEpisodes]:
-        """The episodes finished since the last call, oldest first."""
         finished, self._finished = self._finished, []
         return finished
 
@@ -184,19 +228,26 @@ class VecEnv:
 
     @property
     def total_reward(self) -> float:
-        """Mean return (unnormalized) of up to the last 100 finished episodes; NaN before any."""
         queue = self.stats.return_queue
         return float(np.mean(queue)) if queue else float("nan")
 
-    def done(self) -> bool:
-        return self.clock.frame >= self.max_frame
+    def obs_stats(self) -> dict[str, Any] | None:
+        rms = self.obs_norm.rms
+        if rms is None:
+            return None
+        return {"mean": rms.mean.copy(), "var": rms.var.copy(), "count": float(rms.count)}
+
+    def set_obs_stats(self, stats: dict[str, Any] | None, frozen: bool) -> None:
+        if stats is not None:
+            rms = self.obs_norm.rms
+            rms.mean, rms.var, rms.count = stats["mean"].copy(), stats["var"].copy(), stats["count"]
+        self.obs_norm.update_running_mean = not frozen
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: clock, normalizers, episode stats, sim state."""
+        """Everything needed to continue exactly: normalizers, episode stats, sim state."""
         captured, complete = env_state.capture(self.vec)
         rms = self.obs_norm.rms
         return {
-            "clock": self.clock.state_dict(),
             "obs_rms": None if rms is None else env_state.capture(rms)[0],
             "vec": captured if complete else None,
             # when the simulation cannot be captured, only what outlives an episode is kept
@@ -209,15 +260,12 @@ class VecEnv:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
-        """Restore; returns False when the simulation state could not be restored (fresh episodes)."""
-        self.clock.load_state_dict(state["clock"])
         if state["obs_rms"] is not None:
             env_state.restore(self.obs_norm.rms, state["obs_rms"])
         self.vec.action_space.np_random.bit_generator.state = state["action_space_rng"]
         if state["vec"] is not None:
-            self.vec.reset(
-                seed=self.seed
-            )  # builds internal buffers; then overwrite with saved state
+            # reset builds the internal buffers, which the saved state then overwrites
+            self.vec.reset(seed=self.seed)
             env_state.restore(self.vec, state["vec"])
             self._obs = env_state._decode(state["obs"])
             return True

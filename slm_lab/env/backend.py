@@ -1,0 +1,113 @@
+"""The env backend interface: what a session steps, and what an agent may know of it.
+
+A backend steps `num_envs` envs together and returns one `Transition` per vector step. The
+session owns it; an agent gets only its `EnvInfo` (spaces, `num_envs`, the observation dtype, a
+random-action sampler) and the clock, never the backend. Which backend runs an env id is
+decided in one place, slm_lab.env.registry.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from slm_lab.env.clock import Clock
+from slm_lab.env.config import EnvConfig
+from slm_lab.env.transition import Transition
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What an agent knows of the envs it acts on."""
+
+    observation_space: gym.Space  # one env's observation, as the agent receives it
+    action_space: gym.Space  # one env's action; a bounded Box is the agent's [-1, 1]
+    num_envs: int
+    obs_dtype: np.dtype  # how observations reach the agent (float32 once normalized)
+    sample_actions: Callable[[], np.ndarray]  # uniform random actions for every env
+
+    @property
+    def is_discrete(self) -> bool:
+        return isinstance(self.action_space, gym.spaces.Discrete)
+
+
+def agent_obs_dtype(space: gym.Space, float_obs: bool) -> np.dtype:
+    """The dtype observations reach the agent in: float32 when the backend normalizes or clips
+    them, or the env gives float64; else the env's own (uint8 images stay uint8)."""
+    return np.dtype(np.float32 if float_obs or space.dtype == np.float64 else space.dtype)
+
+
+class FinishedEpisodes(NamedTuple):
+    """The episodes that ended on one step, in env order: the frame after the step, the index
+    of the first (0 for a session's first finished episode), their returns (unnormalized) and
+    lengths."""
+
+    frame: int
+    first_index: int
+    returns: np.ndarray
+    lengths: np.ndarray
+
+
+class EnvBackend(Protocol):
+    """`num_envs` envs stepped together, ticking the clock it was given."""
+
+    info: EnvInfo
+    clock: Clock
+
+    @property
+    def obs(self) -> np.ndarray:
+        """What the agent acts on next: each env's current observation."""
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Start every env's episode; `seed` reseeds them (default: the backend's own seed)."""
+
+    def step(self, actions: np.ndarray) -> Transition:
+        """Step every env; a transition's next_obs is its true successor (the final observation
+        where an episode ended), while `obs` becomes the reset observation there."""
+
+    @property
+    def total_reward(self) -> float:
+        """Mean unnormalized return of up to the last 100 finished episodes; NaN before any."""
+
+    def record_episodes(self) -> None:
+        """Keep every finished episode from now on, for `pop_episodes`."""
+
+    def pop_episodes(self) -> list[FinishedEpisodes]:
+        """The episodes finished since the last call, oldest first."""
+
+    def obs_stats(self) -> dict[str, Any] | None:
+        """A copy of the observation normalizer's statistics (what acting needs), or None."""
+
+    def set_obs_stats(self, stats: dict[str, Any] | None, frozen: bool) -> None:
+        """Take these normalizer statistics; `frozen`: never update them."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly (the clock is the session's)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore; False when episodes in progress could not be restored and restart."""
+
+    def close(self) -> None: ...
+
+
+class BackendModule(Protocol):
+    """What a backend module (one per env family) provides: the spaces of an env for validation
+    (torch-free, nothing stepped) and the backend itself."""
+
+    def spaces(self, config: EnvConfig) -> tuple[gym.Space, gym.Space]:
+        """(observation space as the agent sees it, action space as the env declares it);
+        SpecError with one line when the env cannot be made."""
+
+    def make(
+        self,
+        config: EnvConfig,
+        seed: int,
+        clock: Clock,
+        gamma: float,
+        render: bool = False,
+        seq_len: int | None = None,
+    ) -> EnvBackend:
+        """The backend: `gamma` is the agent's discount (reward normalization's return);
+        `seq_len` stacks each env's last observations (a RecurrentNet's input)."""

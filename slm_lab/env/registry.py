@@ -1,0 +1,177 @@
+"""Which backend runs an env id: the one place that knows env families by name.
+
+An entry names a family, the ids it takes and the module that runs them (imported when used:
+a family's simulator loads only for its own runs). The first entry whose `matches` accepts the
+id wins; Gymnasium's vector envs take every id no other family claims. A family that this
+release does not run yet has an entry with the reason instead of a module, so a spec that
+needs it gets that one line. Adding an env family is one module (see slm_lab.env.backend) and
+one entry here.
+"""
+
+import importlib
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from slm_lab.lib.config import SpecError
+
+if TYPE_CHECKING:  # the registry itself loads no simulator
+    from slm_lab.env.backend import BackendModule
+
+NOT_YET = "is not available yet in this release"
+# the games ALE v5 has (ale-py's ROM ids in CamelCase): a legacy id of one of them, e.g.
+# VideoPinball-v0, is an Atari id, while another unknown <Name>-v0 is just not registered
+ATARI_GAMES = (
+    "Adventure",
+    "AirRaid",
+    "Alien",
+    "Amidar",
+    "Assault",
+    "Asterix",
+    "Asteroids",
+    "Atlantis",
+    "Atlantis2",
+    "Backgammon",
+    "BankHeist",
+    "BasicMath",
+    "BattleZone",
+    "BeamRider",
+    "Berzerk",
+    "Blackjack",
+    "Bowling",
+    "Boxing",
+    "Breakout",
+    "Carnival",
+    "Casino",
+    "Centipede",
+    "ChopperCommand",
+    "Combat",
+    "CrazyClimber",
+    "Crossbow",
+    "Darkchambers",
+    "Defender",
+    "DemonAttack",
+    "DonkeyKong",
+    "DoubleDunk",
+    "Earthworld",
+    "ElevatorAction",
+    "Enduro",
+    "Entombed",
+    "Et",
+    "FishingDerby",
+    "FlagCapture",
+    "Freeway",
+    "Frogger",
+    "Frostbite",
+    "Galaxian",
+    "Gopher",
+    "Gravitar",
+    "Hangman",
+    "HauntedHouse",
+    "Hero",
+    "HumanCannonball",
+    "IceHockey",
+    "Jamesbond",
+    "JourneyEscape",
+    "Joust",
+    "Kaboom",
+    "Kangaroo",
+    "KeystoneKapers",
+    "KingKong",
+    "Klax",
+    "Koolaid",
+    "Krull",
+    "KungFuMaster",
+    "LaserGates",
+    "LostLuggage",
+    "MarioBros",
+    "MazeCraze",
+    "MiniatureGolf",
+    "MontezumaRevenge",
+    "MrDo",
+    "MsPacman",
+    "NameThisGame",
+    "Othello",
+    "Pacman",
+    "Phoenix",
+    "Pitfall",
+    "Pitfall2",
+    "Pong",
+    "Pooyan",
+    "PrivateEye",
+    "Qbert",
+    "Riverraid",
+    "RoadRunner",
+    "Robotank",
+    "Seaquest",
+    "SirLancelot",
+    "Skiing",
+    "Solaris",
+    "SpaceInvaders",
+    "SpaceWar",
+    "StarGunner",
+    "Superman",
+    "Surround",
+    "Tennis",
+    "Tetris",
+    "TicTacToe3d",
+    "TimePilot",
+    "Trondead",
+    "Turmoil",
+    "Tutankham",
+    "UpNDown",
+    "Venture",
+    "VideoCheckers",
+    "VideoChess",
+    "VideoCube",
+    "VideoPinball",
+    "Warlords",
+    "WizardOfWor",
+    "WordZapper",
+    "YarsRevenge",
+    "Zaxxon",
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    pattern: str  # a regular expression the whole env id matches
+    module: str | None  # the backend module; None: not available (see `reason`)
+    reason: str | None = None
+
+    def matches(self, env_id: str) -> bool:
+        return re.fullmatch(self.pattern, env_id) is not None
+
+
+FAMILIES: list[Family] = [
+    # ALE v5 ids, and the legacy ones that v5 renamed ALE/<Game>-v5
+    Family(
+        "Atari (ALE)",
+        rf"ALE/.+|({'|'.join(ATARI_GAMES)})(NoFrameskip|Deterministic)?-v[04]",
+        None,
+        f"Atari (ALE) {NOT_YET}",
+    ),
+    Family("MuJoCo Playground", r"playground/.+", None, f"MuJoCo Playground {NOT_YET}"),
+    Family("Gymnasium", r".*", "slm_lab.env.gym_backend"),
+]
+
+
+def register(family: Family) -> None:
+    """Add a family ahead of the others (it claims its ids before Gymnasium's catch-all)."""
+    FAMILIES.insert(0, family)
+
+
+def family_of(env_name: str) -> Family:
+    """The family that runs `env_name` (a `module:EnvId` name is judged by its id)."""
+    env_id = env_name.rsplit(":", 1)[-1]
+    return next(f for f in FAMILIES if f.matches(env_id))
+
+
+def backend_module(env_name: str) -> "BackendModule":
+    """The module of the backend that runs `env_name`; SpecError when its family is not
+    available."""
+    family = family_of(env_name)
+    if family.module is None:
+        raise SpecError(f"env.name: {env_name}: {family.reason}")
+    return importlib.import_module(family.module)
