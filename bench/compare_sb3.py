@@ -160,29 +160,27 @@ def run_session(
     """
     torch = pin_torch_threads()
 
-    from slm_lab.experiment.control import Session
+    from slm_lab.experiment.layout import RunLayout
+    from slm_lab.experiment.pool import SessionTask
+    from slm_lab.experiment.session import Session
     from slm_lab.lib import logger as log_setup
     from slm_lab.spec import spec_util
 
     log_setup.setup("WARNING")
-    config = spec_util.validate(spec, spec["name"])
+    config = spec_util.validate(spec, spec["name"]).with_values({"meta.num_threads": 1})
     with tempfile.TemporaryDirectory(prefix="slm_lab_vs_sb3_") as tmp:
-        run_dir = Path(tmp)
-        for sub in ("info", "graph", "log", "model"):
-            (run_dir / sub).mkdir()
+        RunLayout(Path(tmp), config.name).make()
         pre = before() if before is not None else {}
-        session = Session(
-            config, run_dir, trial=0, session=0, dev=False, resume=False, render=False, threads=1
-        )
+        session = Session(SessionTask(config, Path(tmp), trial=0, session=0))
         post = built(session) if built is not None else {}
         start = time.perf_counter()
         session.run()
         wall = time.perf_counter() - start
         return {
-            "frames": int(session.env.clock.frame),
+            "frames": int(session.clock.frame),
             "wall_s": wall,
             "mean_return": float(session.env.total_reward),
-            "episodes": int(session.env.clock.epi),
+            "episodes": int(session.clock.epi),
             "torch_threads": torch.get_num_threads(),
             **pre,
             **post,

@@ -137,7 +137,7 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
 # -- children: one library's training run, in its own process ---------------------------------
 def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
     return run_session(
-        slm_lab_spec(frames, seed), extra=lambda s: {"grad_steps": int(s.env.clock.opt_step)}
+        slm_lab_spec(frames, seed), extra=lambda s: {"grad_steps": int(s.clock.opt_step)}
     )
 
 

@@ -155,7 +155,7 @@ def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
     def extra(session: Any) -> dict[str, Any]:
         memory = session.agent.algorithm.memory
         return {
-            "grad_steps": int(session.env.clock.opt_step),
+            "grad_steps": int(session.clock.opt_step),
             **memory_stats(memory, memory.capacity),
         }
 

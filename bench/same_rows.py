@@ -44,23 +44,24 @@ def spec_names() -> list[tuple[str, str]]:
 def session_rows(spec_file: str, spec_name: str, checkpoints: int) -> list[dict[str, Any]]:
     import torch
 
-    from slm_lab.experiment.control import Session
+    from slm_lab.experiment.layout import RunLayout
+    from slm_lab.experiment.pool import SessionTask
+    from slm_lab.experiment.session import Session
     from slm_lab.lib import logger as log_setup
-    from slm_lab.spec import schema, spec_util
+    from slm_lab.spec import spec_util
 
     torch.set_num_threads(1)
     log_setup.setup("WARNING")
     text = (ROOT / spec_file).read_text()
     variables = {k: v for k, v in TEMPLATE_VARS.items() if f"${{{k}}}" in text}
-    spec = spec_util.get_spec(spec_file, spec_name, variables)
-    spec["meta"]["random_seed"] = SEED
-    log_frequency = int(spec["meta"].get("log_frequency") or 10000)
-    spec["env"]["max_frame"] = min(spec["env"]["max_frame"], checkpoints * log_frequency)
+    spec = spec_util.load_spec(spec_file, spec_name, variables).spec
+    max_frame = min(spec.env.max_frame, checkpoints * spec.meta.log_frequency)
+    spec = spec.with_values(
+        {"meta.random_seed": SEED, "meta.num_threads": 1, "env.max_frame": max_frame}
+    )
     with tempfile.TemporaryDirectory(prefix="slm_lab_rows_") as tmp:
-        run_dir = Path(tmp)
-        for sub in ("info", "graph", "log", "model"):
-            (run_dir / sub).mkdir()
-        session = Session(schema.load(spec), run_dir, trial=0, session=0, threads=1)
+        RunLayout(Path(tmp), spec.name).make()
+        session = Session(SessionTask(spec, Path(tmp), trial=0, session=0))
         session.run()
         return [
             {k: v for k, v in row.items() if k not in WALL_CLOCK_COLUMNS}

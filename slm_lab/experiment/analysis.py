@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from slm_lab.experiment.layout import EVAL_SUFFIX, RunLayout, prefix
 from slm_lab.lib import io
 from slm_lab.lib.logger import logger
 from slm_lab.spec import random_baseline
 
-if TYPE_CHECKING:  # vec_env imports torch; the metrics here need numpy only
+if TYPE_CHECKING:
+    from slm_lab.env.backend import FinishedEpisodes
     from slm_lab.env.config import EnvConfig
-    from slm_lab.env.vec_env import FinishedEpisodes
     from slm_lab.spec.schema import Spec
 
 Table = Mapping[str, Any]  # column name -> array-like (a dict of numpy arrays, or a DataFrame)
@@ -190,49 +191,43 @@ def trial_metrics(tables: Sequence[Table], baseline: float) -> dict[str, float]:
     }
 
 
-EVAL_SUFFIX = "_eval"  # the evaluation's metrics and graphs: the training ones' names + this
-
-
-def prefix(spec: "Spec", trial: int, session: int | None = None) -> str:
-    """The name a run's files start with: <spec name>_t<trial>[_s<session>]."""
-    return f"{spec.name}_t{trial}" + ("" if session is None else f"_s{session}")
-
-
 def baseline_of(env: "EnvConfig") -> float:
     """The random policy's mean return on the env as the spec sets it up."""
     return random_baseline.get(env.name, env.kwargs, env.max_t, env.action_repeat)
 
 
 def write_trial(
-    spec: "Spec", run_dir: Path, trial: int, sessions: Sequence[int]
+    spec: "Spec", layout: RunLayout, trial: int, sessions: Sequence[int]
 ) -> tuple[dict[str, float], dict[str, float] | None]:
     """The trial metrics (and graph) of the sessions' training rows, and with evaluations
     (meta.eval_every) those of their evaluation rows too (None without)."""
     eval_metrics = None
     if spec.meta.eval_every is not None:
-        eval_metrics = write_trial_metrics(spec, run_dir, trial, sessions, "eval_df", EVAL_SUFFIX)
+        eval_metrics = write_trial_metrics(spec, layout, trial, sessions, evaluation=True)
         logger.info(
-            f"{prefix(spec, trial)} trial_metrics{EVAL_SUFFIX}: {format_metrics(eval_metrics)}"
+            f"{prefix(spec.name, trial)} trial_metrics{EVAL_SUFFIX}: {format_metrics(eval_metrics)}"
         )
-    return write_trial_metrics(spec, run_dir, trial, sessions, "session_df", ""), eval_metrics
+    return write_trial_metrics(spec, layout, trial, sessions), eval_metrics
 
 
 def write_trial_metrics(
-    spec: "Spec", run_dir: Path, trial: int, sessions: Sequence[int], df_name: str, suffix: str
+    spec: "Spec",
+    layout: RunLayout,
+    trial: int,
+    sessions: Sequence[int],
+    evaluation: bool = False,
 ) -> dict[str, float]:
-    """Trial metrics and graph over the sessions' `df_name` CSVs (session_df: training,
-    eval_df: evaluation), in info/ and graph/ and copied to the run folder."""
-    pre = prefix(spec, trial)
-    tables = [
-        read_csv(run_dir / "info" / f"{prefix(spec, trial, s)}_{df_name}.csv") for s in sessions
-    ]
+    """Trial metrics and graph over the sessions' row CSVs (training's, or the evaluations'),
+    in info/ and graph/ and copied to the run folder."""
+    suffix = EVAL_SUFFIX if evaluation else ""
+    tables = [read_csv(layout.rows_csv(trial, s, evaluation)) for s in sessions]
     metrics = trial_metrics(tables, baseline_of(spec.env))
-    metrics_path = run_dir / "info" / f"{pre}_trial_metrics{suffix}.json"
+    metrics_path = layout.trial_metrics(trial, suffix)
     io.write_json(metrics, metrics_path)
-    graph_path = run_dir / "graph" / f"{pre}_trial_graph{suffix}.png"
-    plot_trial(tables, pre + suffix, graph_path)
-    shutil.copy(metrics_path, run_dir / metrics_path.name)
-    shutil.copy(graph_path, run_dir / graph_path.name)
+    graph_path = layout.trial_graph(trial, suffix)
+    plot_trial(tables, prefix(spec.name, trial) + suffix, graph_path)
+    shutil.copy(metrics_path, layout.root / metrics_path.name)
+    shutil.copy(graph_path, layout.root / graph_path.name)
     return metrics
 
 

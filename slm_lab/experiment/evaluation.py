@@ -23,9 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from slm_lab.agent.agent import Agent, MetricsTracker, rng_state, set_rng_state
+from slm_lab.agent.agent import Agent, rng_state, set_rng_state
 from slm_lab.agent.net.config import env_seq_len
-from slm_lab.env.vec_env import VecEnv
+from slm_lab.env.backend import EnvBackend
+from slm_lab.env.clock import Clock
+from slm_lab.env.registry import backend_module
+from slm_lab.experiment.recorder import MetricsTracker
 from slm_lab.spec.schema import Spec
 
 # seeds evaluations apart from the sessions (SeedSequence([base, trial, session])): a trial
@@ -52,13 +55,15 @@ def seeded(seed: int) -> Iterator[None]:
 class Evaluation:
     """A session's evaluations: `run()` when `next_frame` is reached; `rows` keeps them."""
 
-    def __init__(self, spec: Spec, env: VecEnv, agent: Agent, session_seed: int) -> None:
+    def __init__(
+        self, spec: Spec, env: EnvBackend, clock: Clock, agent: Agent, session_seed: int
+    ) -> None:
         """For a spec with evaluations (`spec.meta.eval_every` set), beside the session's
-        training env and agent."""
+        training env, clock and agent."""
         self.frequency = spec.meta.eval_every
         self.episodes = spec.meta.rigorous_eval
         self.greedy = spec.meta.eval_greedy
-        self.train_env, self.agent = env, agent
+        self.train_env, self.train_clock, self.agent = env, clock, agent
         self.session_seed = session_seed
         config = dataclasses.replace(
             spec.env,
@@ -69,16 +74,20 @@ class Evaluation:
         )
         seed = evaluation_seed(session_seed, 0)  # each evaluation reseeds it
         with seeded(seed):  # whatever building the env draws from the global RNGs
-            self.env = VecEnv(
-                config, seed, spec.agent.algorithm.gamma, seq_len=env_seq_len(spec.agent.net)
+            self.env = backend_module(config.name).make(
+                config,
+                seed,
+                Clock(config.max_frame, config.num_envs),
+                spec.agent.algorithm.gamma,
+                seq_len=env_seq_len(spec.agent.net),
             )
-        self.env.obs_norm.update_running_mean = False
+        self.env.set_obs_stats(None, frozen=True)
         self.rows: list[dict[str, float]] = []
         self.next_frame = self.frequency
 
     def run(self) -> dict[str, float]:
         """Evaluate at the training clock's frame; returns the new row."""
-        clock = self.train_env.clock
+        clock = self.train_clock
         row: dict[str, float] = {
             "frame": clock.frame,
             "t": clock.t,
@@ -87,11 +96,9 @@ class Evaluation:
             "wall_t": clock.wall_t,
         }
         metrics = self.agent.metrics()  # before evaluation mode sets the schedules' end values
-        rms, own = self.train_env.obs_norm.rms, self.env.obs_norm.rms
-        if rms is not None:
-            own.mean, own.var, own.count = rms.mean.copy(), rms.var.copy(), rms.count
+        self.env.set_obs_stats(self.train_env.obs_stats(), frozen=True)
         seed = evaluation_seed(self.session_seed, clock.frame)
-        with seeded(seed), self.agent.evaluating(self.env, self.greedy):
+        with seeded(seed), self.agent.evaluating(self.env.info, self.greedy):
             total_reward = float(self.play(seed).mean())
         recent = [r["total_reward"] for r in self.rows[-(MetricsTracker.MA_WINDOW - 1) :]]
         row["total_reward"] = total_reward
@@ -106,9 +113,10 @@ class Evaluation:
         playing its share: sub-env i counts its first (episodes + i) // num_envs episodes and no
         more (counting whichever episodes end first would favour short ones)."""
         env, act = self.env, self.agent.act
-        targets = (self.episodes + np.arange(env.num_envs)) // env.num_envs
-        counts = np.zeros(env.num_envs, dtype=int)
-        episode_returns = np.zeros(env.num_envs)
+        num_envs = env.info.num_envs
+        targets = (self.episodes + np.arange(num_envs)) // num_envs
+        counts = np.zeros(num_envs, dtype=int)
+        episode_returns = np.zeros(num_envs)
         returns = []
         env.reset(seed)
         while (counts < targets).any():

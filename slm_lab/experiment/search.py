@@ -26,8 +26,9 @@ from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import AsyncHyperBandScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from slm_lab.experiment import analysis
+from slm_lab.experiment import analysis, record
 from slm_lab.experiment.analysis import TRIAL_METRICS
+from slm_lab.experiment.layout import RunLayout
 from slm_lab.experiment.ray_cluster import concurrent_trials, route_ray_logs
 from slm_lab.experiment.search_trial import (
     DONE,
@@ -41,7 +42,6 @@ from slm_lab.experiment.search_trial import (
 )
 from slm_lab.lib import io
 from slm_lab.lib.logger import logger
-from slm_lab.spec import schema
 from slm_lab.spec.schema import Spec
 from slm_lab.spec.search_space import SearchParam, quantize
 
@@ -196,9 +196,8 @@ class Summary:
     best_spec: Path | None
 
 
-def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) -> Summary:
+def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
     """Run the search of `spec` (its seed set) in `search_dir`, or resume its unfinished trials."""
-    loaded = schema.load(spec, spec["name"])
     search_dir = search_dir.resolve()
     route_ray_logs(search_dir)
     # Tune's per-trial CSV and TensorBoard files: the trial folders already hold the rows (its
@@ -207,7 +206,7 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
     os.environ["TUNE_GLOBAL_CHECKPOINT_S"] = str(TUNE_STATE_SAVE_S)
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, spec=spec, search_dir=str(search_dir), log_level=log_level),
-        {"cpu": loaded.meta.trial_cpus, "gpu": loaded.meta.trial_gpus},
+        {"cpu": spec.meta.trial_cpus, "gpu": spec.meta.trial_gpus},
     )
     if resume:
         tuner = tune.Tuner.restore(
@@ -218,33 +217,33 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
             restart_errored=False,
         )
     else:
-        scheduler = loaded.meta.search_scheduler
+        scheduler = spec.meta.search_scheduler
         tuner = tune.Tuner(
             trainable,
             tune_config=tune.TuneConfig(
-                search_alg=searcher(loaded),
+                search_alg=searcher(spec),
                 scheduler=None
                 if scheduler is None
                 else AsyncHyperBandScheduler(
                     time_attr=TIME_ATTR,
                     metric=METRIC,
                     mode=MODE,
-                    max_t=loaded.env.max_frame,
+                    max_t=spec.env.max_frame,
                     grace_period=scheduler.grace_period,
                     reduction_factor=scheduler.reduction_factor,
                 ),
-                num_samples=loaded.meta.max_trial,
+                num_samples=spec.meta.max_trial,
                 # as many trials started at once as run at once: Tune's default for a searcher
                 # is one pending trial, so each trial's worker booted only after the previous
                 # one was up (about 12 s apart on 2 cores)
-                max_concurrent_trials=concurrent_trials(loaded),
+                max_concurrent_trials=concurrent_trials(spec),
                 trial_dirname_creator=trial_dirname,
                 reuse_actors=True,  # a trial's worker has Python, Ray Tune and its fork server up
             ),
             run_config=tune.RunConfig(
                 name=TUNE_DIR,
                 storage_path=str(search_dir),
-                callbacks=[Progress(loaded.name), JsonLoggerCallback()],
+                callbacks=[Progress(spec.name), JsonLoggerCallback()],
                 verbose=0,
             ),
         )
@@ -252,11 +251,11 @@ def run(spec: dict[str, Any], search_dir: Path, log_level: str, resume: bool) ->
     # the state Tune saved: after a Ctrl-C the trials it cut short are still running there (the
     # result grid says they terminated)
     saved = saved_trials(search_dir)
-    if len(saved) < loaded.meta.max_trial or any(t.status not in ENDED for t in saved):
-        so_far = trials_so_far(loaded, search_dir, saved)
-        io.write_text(table_text(so_far, loaded), search_dir / io.PARTIAL_EXPERIMENT_DF)
+    if len(saved) < spec.meta.max_trial or any(t.status not in ENDED for t in saved):
+        so_far = trials_so_far(spec, search_dir, saved)
+        io.write_text(table_text(so_far, spec), search_dir / io.PARTIAL_EXPERIMENT_DF)
         raise SearchStopped(so_far)
-    return finish(loaded, search_dir, [grid[i] for i in range(len(grid))])
+    return finish(spec, search_dir, [grid[i] for i in range(len(grid))])
 
 
 def saved_trials(search_dir: Path) -> list[Any]:
@@ -293,7 +292,9 @@ def trial_rows(
                 "trial": index,
                 "status": status,
                 **{p: config.get(p) for p in paths},
-                **trial_metrics(spec, search_dir / f"{spec.name}_t{index}", index, status),
+                **trial_metrics(
+                    spec, RunLayout(search_dir, spec.name).trial_dir(index), index, status
+                ),
             }
         )
     return trials
@@ -306,26 +307,26 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
     trials = trial_rows(
         spec, search_dir, [(dir_index(r.path), r.metrics, r.error, r.config) for r in results]
     )
+    layout = RunLayout(search_dir, spec.name)
     analysis.plot_experiment(
         [t for t in trials if not math.isnan(t[METRIC])],
         paths,
         "status",
-        search_dir / f"{spec.name}_experiment_graph.png",
+        layout.experiment_graph,
     )
     completed = [t for t in trials if t["status"] == COMPLETED and not math.isnan(t[METRIC])]
     best = max(completed, key=lambda t: t[METRIC], default=None)
     best_spec = None
     if best is not None:
-        trial_dir = search_dir / f"{spec.name}_t{best['trial']}"
-        run = io.read_json(trial_dir / f"{spec.name}_t{best['trial']}_spec.json")
-        best_spec = search_dir / f"{spec.name}_best_spec.json"
-        io.write_json({spec.name: run}, best_spec)
+        run = record.read_trial_spec(layout.trial_dir(best["trial"]), best["trial"])
+        best_spec = layout.best_spec
+        io.write_json({spec.name: run.to_dict()}, best_spec)
     ranked = sorted(
         (t for t in trials if not math.isnan(t[METRIC])), key=lambda t: t[METRIC], reverse=True
     )
     keep = {t["trial"] for t in ranked[:KEEP_MODELS]}
     for t in trials:
-        model_dir = search_dir / f"{spec.name}_t{t['trial']}" / "model"
+        model_dir = layout.trial_dir(t["trial"]).root / "model"
         if t["trial"] not in keep and model_dir.is_dir():
             for f in model_dir.iterdir():
                 f.unlink()
@@ -334,22 +335,15 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
     return Summary(trials, best, best_spec)
 
 
-def trial_metrics(spec: Spec, trial_dir: Path, index: int, status: str) -> dict[str, float]:
+def trial_metrics(spec: Spec, trial_dir: RunLayout, index: int, status: str) -> dict[str, float]:
     """A trial's metrics: those it wrote when it completed; for a trial stopped early, those of
     the rows its sessions wrote (written to its folder too, with its graph); NaN otherwise."""
-    pre = analysis.prefix(spec, index)
     if status == COMPLETED:
-        return io.read_json(trial_dir / "info" / f"{pre}_trial_metrics.json")
-    sessions = [
-        s
-        for s in range(spec.meta.max_session)
-        if (trial_dir / "info" / f"{analysis.prefix(spec, index, s)}_session_df.csv").exists()
-    ]
+        return io.read_json(trial_dir.trial_metrics(index))
+    sessions = [s for s in range(spec.meta.max_session) if trial_dir.rows_csv(index, s).exists()]
     if status.startswith(STOPPED) and sessions:
-        trial_spec = schema.load(io.read_json(trial_dir / f"{pre}_spec.json"), spec.name)
-        return analysis.write_trial_metrics(
-            trial_spec, trial_dir, index, sessions, "session_df", ""
-        )
+        trial_spec = record.read_trial_spec(trial_dir, index)
+        return analysis.write_trial_metrics(trial_spec, trial_dir, index, sessions)
     return dict.fromkeys(TRIAL_METRICS, math.nan)
 
 

@@ -4,24 +4,30 @@ its full state at that step, so `train@<run folder>` continues it exactly.
 The signal handler only records the request; a session's loop checks it once per step. A
 trial's parent process passes the signal on to its session processes (a terminal's Ctrl-C
 reaches them too, a `kill` of the parent does not); a second signal to the parent, or to a
-one-session run, stops at once without saving.
+one-session run, ends it at once without saving (its session processes, which end with it,
+still save). A signal that arrives again within REPEAT_S of the first is the same request
+delivered twice, not a second one: `timeout`, schedulers and uv signal the process group and
+then forward the signal to the process they started.
 """
 
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
+REPEAT_S = 1.0  # a signal again within this of the first is the same stop request
 
 
 class StopRequest:
-    """The signal that asked the run to stop, None until one did."""
+    """The signal that asked the run to stop (None until one did), and when it came."""
 
     signum: int | None = None
+    at: float = 0.0
 
 
 REQUEST = StopRequest()
@@ -33,13 +39,12 @@ def install(pass_on: bool, give_up: bool) -> dict[int, Any]:
     replaced (for `restore`)."""
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        first = REQUEST.signum is None
-        if first:
-            REQUEST.signum = signum
+        if REQUEST.signum is None:
+            REQUEST.signum, REQUEST.at = signum, time.monotonic()
             if pass_on:
                 for child in multiprocessing.active_children():
                     os.kill(child.pid, signum)
-        elif give_up:
+        elif give_up and time.monotonic() - REQUEST.at > REPEAT_S:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 

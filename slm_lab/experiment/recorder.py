@@ -1,0 +1,165 @@
+"""Where a session's measurements go: one metrics row per checkpoint (the session CSV,
+TensorBoard, the progress line), the evaluation rows, and session 0's episodes CSV.
+
+The CSVs are kept open and appended to; on resume each is first rewritten from the rows the
+saved state holds (the episodes CSV cut back to its size at the save), so a resumed run's files
+end as an unbroken run's do.
+"""
+
+import math
+import os
+from typing import Any
+
+from slm_lab.agent.agent import Agent
+from slm_lab.env.backend import EnvBackend, FinishedEpisodes
+from slm_lab.env.clock import Clock
+from slm_lab.experiment import analysis
+from slm_lab.experiment.layout import RunLayout
+from slm_lab.lib import io
+from slm_lab.lib.logger import logger
+
+Row = dict[str, float]
+
+
+class MetricsTracker:
+    """Builds one metrics row per checkpoint (see the README, "Metrics") and keeps them."""
+
+    MA_WINDOW = 100  # total_reward_ma: mean of total_reward over this many checkpoint rows
+
+    def __init__(self, clock: Clock, env: EnvBackend, agent: Agent) -> None:
+        self.clock = clock
+        self.env = env
+        self.agent = agent
+        self.rows: list[Row] = []
+        self._last_frame = 0
+        self._last_wall = 0.0
+
+    def add_row(self) -> Row:
+        clock = self.clock
+        wall_t = clock.wall_t
+        elapsed = wall_t - self._last_wall
+        fps = (clock.frame - self._last_frame) / elapsed if elapsed > 0 else math.nan
+        self._last_frame, self._last_wall = clock.frame, wall_t
+        total_reward = self.env.total_reward
+        recent = [r["total_reward"] for r in self.rows[-(self.MA_WINDOW - 1) :]] + [total_reward]
+        recent = [r for r in recent if not math.isnan(r)]
+        row = {
+            "frame": clock.frame,
+            "t": clock.t,
+            "epi": clock.epi,
+            "opt_step": clock.opt_step,
+            "wall_t": wall_t,
+            "fps": fps,
+            "total_reward": total_reward,
+            "total_reward_ma": sum(recent) / len(recent) if recent else math.nan,
+            **self.agent.metrics(),
+        }
+        self.rows.append(row)
+        return row
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows": [dict(r) for r in self.rows], "last_frame": self._last_frame}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rows = [dict(r) for r in state["rows"]]
+        self._last_frame = state["last_frame"]
+        self._last_wall = self.clock.wall_t
+
+
+class RowsCsv:
+    """A CSV file of rows, kept open while a session appends to them."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+        self.file: Any = None
+
+    def append(self, rows: list[Row]) -> None:
+        """Write the last of `rows`; the first call (re)writes the file from all of them (after
+        a resume the file may hold rows past the state the session resumed from)."""
+        if self.file is None:
+            io.write_text(analysis.csv_text(rows), self.path)
+            self.file = open(self.path, "a")  # noqa: SIM115  (kept open for the session)
+            return
+        self.file.write(analysis.csv_text(rows[-1:], header=False))
+        self.file.flush()
+
+    def close(self, rows: list[Row]) -> None:
+        if self.file is None:  # resumed after the last row: none was appended
+            io.write_text(analysis.csv_text(rows), self.path)
+        else:
+            self.file.close()
+
+
+class Recorder:
+    """A session's rows and episodes, to files, TensorBoard and the console."""
+
+    def __init__(
+        self, layout: RunLayout, trial: int, session: int, max_frame: int, episodes: bool
+    ) -> None:
+        """`episodes`: write every finished episode to the episodes CSV (session 0 does)."""
+        self.layout, self.trial, self.session = layout, trial, session
+        self.max_frame = max_frame
+        self.csv = RowsCsv(layout.rows_csv(trial, session))
+        self.eval_csv = RowsCsv(layout.rows_csv(trial, session, evaluation=True))
+        self.episodes_path = layout.episodes_csv(trial, session) if episodes else None
+        self.episodes_file: Any = None
+        self.writer: Any = None  # TensorBoard's SummaryWriter, made at the first row
+
+    def start(self, episodes_bytes: int | None = None) -> None:
+        """Open the episodes CSV: a new one (its header), or on resume the one there cut back
+        to the `episodes_bytes` it had when the state was saved."""
+        if self.episodes_path is None:
+            return
+        if episodes_bytes is None:
+            io.write_text(analysis.EPISODES_HEADER, self.episodes_path)
+        else:
+            os.truncate(self.episodes_path, episodes_bytes)
+        self.episodes_file = open(self.episodes_path, "a")  # noqa: SIM115  (kept open)
+
+    def row(self, row: Row, rows: list[Row]) -> None:
+        """A training row: the progress line, TensorBoard and the session CSV (`rows` all of
+        them, the new one last)."""
+        logger.info(analysis.progress_line(row, self.max_frame))
+        writer = self.tb_writer()
+        for k, v in row.items():
+            if isinstance(v, int | float) and not math.isnan(v):
+                writer.add_scalar(k, v, row["frame"])
+        self.csv.append(rows)
+
+    def eval_row(self, row: Row, rows: list[Row], episodes: int) -> None:
+        logger.info(
+            f"eval | frame:{row['frame']:,} | episodes:{episodes}"
+            f" | total_reward:{row['total_reward']:.2f} | total_reward_ma:{row['total_reward_ma']:.2f}"
+        )
+        writer = self.tb_writer()
+        for k in ("total_reward", "total_reward_ma"):
+            writer.add_scalar(f"eval/{k}", row[k], row["frame"])
+        self.eval_csv.append(rows)
+
+    def episodes(self, finished: list[FinishedEpisodes]) -> None:
+        """Append finished episodes (nothing when this session writes none)."""
+        if self.episodes_file is not None and finished:
+            self.episodes_file.write(analysis.episodes_csv_text(finished))
+            self.episodes_file.flush()
+
+    @property
+    def episodes_bytes(self) -> int | None:
+        """The episodes CSV's size now (what a saved state records), None without one."""
+        return None if self.episodes_file is None else self.episodes_file.tell()
+
+    def tb_writer(self) -> Any:
+        if self.writer is None:
+            # tensorboard loads at the first row, so the env starts stepping sooner
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.layout.tb_dir(self.trial, self.session)))
+        return self.writer
+
+    def close(self, rows: list[Row], eval_rows: list[Row] | None) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.csv.close(rows)
+        if eval_rows is not None:
+            self.eval_csv.close(eval_rows)
+        if self.episodes_file is not None:
+            self.episodes_file.close()
