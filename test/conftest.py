@@ -3,12 +3,14 @@
 import contextlib
 import copy
 import json
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+import torch
 from loguru import logger
 from typer.testing import CliRunner, Result
 
@@ -16,8 +18,9 @@ from slm_lab.agent.agent import Agent
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.net.config import NetConfig, NetSpec, parse_net
 from slm_lab.cli.main import app
+from slm_lab.env.clock import Clock
 from slm_lab.env.config import EnvConfig
-from slm_lab.env.vec_env import VecEnv
+from slm_lab.env.gym_backend import GymVecEnv
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.config import parse
 from slm_lab.lib.schedule import ScheduleConfig
@@ -151,15 +154,34 @@ def schedule(spec: dict[str, Any]) -> ScheduleConfig:
     return parse(ScheduleConfig, spec, "schedule")
 
 
-def make_env(env: dict[str, Any], seed: int = 0, gamma: float = 0.99, **kwargs: Any) -> VecEnv:
-    return VecEnv(parse(EnvConfig, env, "env"), seed, gamma, **kwargs)
+def make_env(env: dict[str, Any], seed: int = 0, gamma: float = 0.99, **kwargs: Any) -> GymVecEnv:
+    """A Gymnasium backend of an env section, on a clock of its own."""
+    config = parse(EnvConfig, env, "env")
+    return GymVecEnv(config, seed, Clock(config.max_frame, config.num_envs), gamma, **kwargs)
+
+
+def make_env_agent(spec: dict[str, Any], seed: int = 0) -> tuple[GymVecEnv, Agent]:
+    """The env and agent of a spec (agent and env sections), on one clock."""
+    typed = load(spec)
+    clock = Clock(typed.env.max_frame, typed.env.num_envs)
+    env = GymVecEnv(typed.env, seed, clock, typed.agent.algorithm.gamma)
+    return env, Agent(typed.agent, env.info, clock)
+
+
+# the env each algorithm of make_algorithm acts on (an algorithm never holds its env)
+_ENVS: "weakref.WeakKeyDictionary[Algorithm, GymVecEnv]" = weakref.WeakKeyDictionary()
 
 
 def make_algorithm(spec: dict[str, Any], seed: int = 0) -> Algorithm:
-    """The algorithm of a spec (agent and env sections), on its env, seeded as a session is."""
-    typed = load(spec)
-    env = VecEnv(typed.env, seed, typed.agent.algorithm.gamma)
-    return Agent(typed.agent, env).algorithm
+    """The algorithm of a spec (agent and env sections), on its env (`env_of`)."""
+    env, agent = make_env_agent(spec, seed)
+    _ENVS[agent.algorithm] = env
+    return agent.algorithm
+
+
+def env_of(algo: Algorithm) -> GymVecEnv:
+    """The env a make_algorithm algorithm acts on."""
+    return _ENVS[algo]
 
 
 def write_spec_file(path: Path, specs: dict[str, Any]) -> Path:
@@ -202,6 +224,52 @@ def check_progress_lines(log: str, tag: str, df: pd.DataFrame) -> None:
     assert all(line.count(tag) == 1 for line in lines)
     for line, (_, row) in zip(lines, df.iterrows(), strict=True):
         assert list(progress_values(line)) == [k for k, v in row.items() if pd.notna(v)]
+
+
+def files_of(run_dir: Path) -> set[str]:
+    """Every file a run folder holds, relative to it; TensorBoard's event files (their names
+    carry the host and the time) by their folder."""
+    return {
+        str(p.parent.relative_to(run_dir) if "tfevents" in p.name else p.relative_to(run_dir))
+        for p in run_dir.rglob("*")
+        if p.is_file()
+    }
+
+
+def assert_same_run_files(a: Path, b: Path) -> None:
+    """Two run folders of the same spec and seed hold the same files with the same data: every
+    CSV (less its wall-clock columns), metrics JSON and spec (less run_info), the episodes, the
+    model weights; graphs, logs and checkpoint states by name (their bytes carry times)."""
+    names = files_of(a)
+    assert names == files_of(b)
+    for name in sorted(names):
+        fa, fb = a / name, b / name
+        if name.endswith(".csv"):
+            df_a, df_b = pd.read_csv(fa), pd.read_csv(fb)
+            timing = [c for c in TIMING_COLUMNS if c in df_a]
+            pd.testing.assert_frame_equal(df_a.drop(columns=timing), df_b.drop(columns=timing))
+        elif name.endswith("_spec.json"):
+            ja, jb = json.loads(fa.read_text()), json.loads(fb.read_text())
+            ja.pop("run_info", None), jb.pop("run_info", None)
+            assert ja == jb, name
+        elif name.endswith(".json"):
+            ja, jb = json.loads(fa.read_text()), json.loads(fb.read_text())
+            assert ja == pytest.approx(jb, nan_ok=True, rel=0, abs=0), name
+        elif name.endswith("_model.pt"):
+            ma = torch.load(fa, weights_only=True)
+            mb = torch.load(fb, weights_only=True)
+            assert_same_tensors(ma, mb, name)
+
+
+def assert_same_tensors(a: Any, b: Any, where: str) -> None:
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            assert_same_tensors(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    else:
+        assert a == b, where
 
 
 def run_dirs(data_dir: Path) -> list[Path]:

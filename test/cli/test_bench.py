@@ -9,12 +9,22 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
+import psutil
 import pytest
 import torch
-from conftest import TIMING_COLUMNS, invoke, make_spec, read_session_df, run_dirs, write_spec_file
+from conftest import (
+    assert_same_run_files,
+    invoke,
+    make_spec,
+    read_session_df,
+    run_dirs,
+    write_spec_file,
+)
+
+from slm_lab import ROOT_DIR
 
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
+UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
 NAME = "ppo_bench"
 
 
@@ -170,7 +180,7 @@ def test_a_file_with_one_spec_needs_no_name_and_a_mode_can_follow_the_file(in_tm
     result = invoke(["run", str(two)])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"error: {two} holds 2 specs (a, b); name the one to run: slm-lab run {two} SPEC_NAME"
+        f"error: {two} holds 2 specs (a, b); name the one to run: uv run slm-lab run {two} SPEC_NAME"
     ]
 
 
@@ -246,7 +256,7 @@ def stop_line(err: str, path: Path, run_dir: Path, frames: int) -> int:
     """The run's last stderr line says where it stopped and how to resume; the frame."""
     line = err.strip().splitlines()[-1]
     assert line.startswith("stopped at frame ") and line.endswith(
-        f"every session saved; resume with: slm-lab run {path} {STOP_SPEC} train@{run_dir}"
+        f"every session saved; resume with: uv run slm-lab run train@{run_dir}"
     ), line
     frame = int(line.split()[3])
     assert 0 < frame < frames
@@ -270,16 +280,58 @@ def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     state = torch.load(
         run_b / "model" / f"{STOP_SPEC}_t0_s0_ckpt-latest_state.pt", weights_only=True
     )
-    assert state["env"]["clock"]["frame"] == frame  # saved where it stopped
-    resumed = invoke(["run", str(path), STOP_SPEC, f"train@{run_b}"])
+    assert state["clock"]["frame"] == frame  # saved where it stopped
+    resumed = invoke(["run", f"train@{run_b}"])  # the run folder has the spec
     assert resumed.exit_code == 0, resumed.stderr
     unbroken = invoke(["run", str(path), STOP_SPEC, "train", "--data-dir", "a"])
     assert unbroken.exit_code == 0, unbroken.stderr
     [run_a] = run_dirs(in_tmp / "a")
-    df_a = read_session_df(run_a).drop(columns=TIMING_COLUMNS)
-    df_b = read_session_df(run_b).drop(columns=TIMING_COLUMNS)
-    assert len(df_a) == STOP_FRAMES // 100
-    pd.testing.assert_frame_equal(df_a, df_b)
+    assert len(read_session_df(run_a)) == STOP_FRAMES // 100
+    # every file: the rows, the episodes (those that ended after the last row too), metrics,
+    # graphs, the models
+    assert_same_run_files(run_a, run_b)
+
+
+def test_a_signal_to_the_process_group_through_uv_is_one_stop(tmp_path: Path) -> None:
+    """`timeout`, schedulers and a terminal signal the whole process group, and uv passes the
+    signal on to slm-lab once more a moment later: one stop. Every session saves, the resume
+    line is the last one, and no process of the run is left behind."""
+    frames = 100 * STOP_FRAMES
+    path = stop_spec_file(tmp_path, sessions=2, frames=frames)
+    run = subprocess.Popen(
+        [UV, "run", "--project", str(ROOT_DIR), "slm-lab", "run", str(path), STOP_SPEC, "train"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        start_new_session=True,
+    )
+    wait_for_rows(tmp_path / "data", sessions=2, rows=3)
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=STOP_TIMEOUT_S)
+    assert run.returncode == 130, err[-3000:]
+    [run_dir] = run_dirs(tmp_path / "data")
+    stop_line(err, path, run_dir.relative_to(tmp_path), frames)
+    for s in (0, 1):
+        state = torch.load(
+            run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True
+        )
+        assert state["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
+    assert _running_in_group(run.pid) == []
+
+
+def _running_in_group(pgid: int) -> list[str]:
+    """The command lines of the processes of a process group still running (not zombies, which
+    only wait for their parent to read their exit code)."""
+    running = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                running.append(" ".join(p.cmdline()))
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return running
 
 
 def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
@@ -298,5 +350,5 @@ def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
         state = torch.load(
             run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True
         )
-        assert state["env"]["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
+        assert state["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
         assert not (run_dir / "info" / f"{STOP_SPEC}_t0_s{s}_session_metrics.json").exists()

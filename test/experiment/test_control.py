@@ -30,8 +30,10 @@ from conftest import (
 from loguru import logger
 
 from slm_lab.agent.algorithm.base import Algorithm
-from slm_lab.experiment import analysis, control
+from slm_lab.experiment import analysis, checkpointer
+from slm_lab.experiment import session as session_module
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
+from slm_lab.experiment.pool import SessionTask
 
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 PNG_MAGIC = b"\x89PNG"
@@ -248,7 +250,7 @@ def run_until_killed(spec_file: Path, name: str, monkeypatch: pytest.MonkeyPatch
     with monkeypatch.context() as m, pytest.raises(Interrupted):
         m.setattr(Algorithm, "update", update_until_killed)
         # write the state at every checkpoint (checkpoint files are otherwise rate-limited)
-        m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
+        m.setattr(checkpointer, "SAVE_INTERVAL_S", 0.0)
         invoke(["run", str(spec_file), name, "dev"])
     return new_run(before)
 
@@ -265,7 +267,7 @@ def test_interrupted_run_resumes_to_the_same_data(
         state = torch.load(
             next((dir_b / "model").glob("*_ckpt-latest_state.pt")), weights_only=True
         )
-        assert state["env"]["clock"]["frame"] == 300
+        assert state["clock"]["frame"] == 300
         assert not list((dir_b / "info").glob("*_session_metrics.json"))
 
         result = invoke(["run", str(spec_file), RUN_NAME, f"train@{dir_b}"])
@@ -288,23 +290,23 @@ def test_resume_rewrites_the_episodes_written_after_the_last_save(
     lands): the rows the checkpoint at 300 appended are cut on resume, and the replay from 200
     appends them again, once."""
     spec_file, dir_a = run_a
-    update, save = Algorithm.update, control.Session.save
+    update, save = Algorithm.update, session_module.Session.save
 
     def update_until_killed(self: Algorithm, *args: object) -> None:
         if self.clock.frame >= STOP_FRAME:
             raise Interrupted
         update(self, *args)
 
-    def save_until_200(self: control.Session) -> None:
-        if self.env.clock.frame <= 200:
+    def save_until_200(self: session_module.Session) -> None:
+        if self.clock.frame <= 200:
             save(self)
 
     with contextlib.chdir(workdir):
         before = set(run_dirs(Path("data")))
         with monkeypatch.context() as m, pytest.raises(Interrupted):
             m.setattr(Algorithm, "update", update_until_killed)
-            m.setattr(control, "SAVE_INTERVAL_S", 0.0, raising=False)
-            m.setattr(control.Session, "save", save_until_200)
+            m.setattr(checkpointer, "SAVE_INTERVAL_S", 0.0)
+            m.setattr(session_module.Session, "save", save_until_200)
             invoke(["run", str(spec_file), RUN_NAME, "dev"])
         dir_b = new_run(before)
         assert pd.read_csv(episodes_csv(dir_b))["frame"].max() > 200  # written after the save
@@ -403,7 +405,7 @@ def test_evaluation_rows_metrics_logs_and_graphs(run_eval: tuple[Path, Path, str
             == train.loc[[500, 600], col].tolist()
         )
 
-    baseline = control.baseline_of(load(json.loads(spec_file.read_text())[EVAL_NAME]).env)
+    baseline = analysis.baseline_of(load(json.loads(spec_file.read_text())[EVAL_NAME]).env)
     table = analysis.read_csv(run_dir / "info" / f"{EVAL_NAME}_t0_s0_eval_df.csv")
     info = run_dir / "info"
     session = json.loads((info / f"{EVAL_NAME}_t0_s0_session_metrics_eval.json").read_text())
@@ -448,7 +450,7 @@ def test_interrupted_run_with_evaluation_resumes_to_the_same_eval_rows(
         state = torch.load(
             next((dir_b / "model").glob("*_ckpt-latest_state.pt")), weights_only=True
         )
-        assert state["env"]["clock"]["frame"] == 300
+        assert state["clock"]["frame"] == 300
         assert [r["frame"] for r in state["evaluation"]["rows"]] == [250]
         result = invoke(["run", str(spec_file), EVAL_NAME, f"train@{dir_b}"])
         assert result.exit_code == 0, result.stderr[-3000:]
@@ -486,7 +488,7 @@ def test_random_evaluates_every_log_frequency_by_default(in_tmp: Path) -> None:
 
 def test_session_seeds_give_disjoint_env_seeds() -> None:
     """Sub-env i is seeded seed + i: sessions' seed ranges must not overlap."""
-    from slm_lab.experiment.control import session_seed
+    from slm_lab.experiment.session import session_seed
 
     num_envs = 16
     seeds = [session_seed(42, trial, s) for trial in range(3) for s in range(8)]
@@ -501,7 +503,9 @@ def test_session_flushes_denormals(tmp_path: Path) -> None:
     denormal = torch.tensor([1e-39])
     assert (denormal * 1.0).item() != 0.0
     try:
-        control.Session(load({**make_spec("ppo"), "name": "ppo"}), tmp_path, trial=0, session=0)
+        session_module.Session(
+            SessionTask(load({**make_spec("ppo"), "name": "ppo"}), tmp_path, 0, 0)
+        )
         assert (denormal * 1.0).item() == 0.0
     finally:
         torch.set_flush_denormal(False)
@@ -513,16 +517,18 @@ def test_session_logs_a_line_before_building_its_env_and_agent(
     messages: list[str] = []
     sink = logger.add(lambda m: messages.append(m.record["message"]), level="INFO")
     logged_before_build: list[list[str]] = []
-    build = control.build
+    build = session_module.build
 
     def recording_build(*args: object, **kwargs: object) -> object:
         logged_before_build.append(list(messages))
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(control, "build", recording_build)
+    monkeypatch.setattr(session_module, "build", recording_build)
     try:
-        control.Session(load({**make_spec("ppo"), "name": "ppo"}), tmp_path, trial=0, session=0)
+        session_module.Session(
+            SessionTask(load({**make_spec("ppo"), "name": "ppo"}), tmp_path, 0, 0)
+        )
     finally:
         logger.remove(sink)
-    seed = control.session_seed(42, 0, 0)
+    seed = session_module.session_seed(42, 0, 0)
     assert logged_before_build == [[f"building env CartPole-v1 x2 and agent PPO (seed {seed})"]]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import load, make_spec
 
-from slm_lab.experiment import control
+from slm_lab.experiment import session as session_module
+from slm_lab.experiment.pool import SessionTask
 from slm_lab.spec import random_baseline
 
 MAX_T = 10
@@ -49,7 +50,7 @@ def test_action_repeat_changes_the_baseline(cache_dir: Path) -> None:
 
 def test_session_baseline_follows_the_env_spec(tmp_path: Path) -> None:
     spec = {**make_spec("random", max_t=MAX_T), "name": "random_cartpole"}
-    session = control.Session(load(spec), tmp_path, trial=0, session=0)
+    session = session_module.Session(SessionTask(load(spec), tmp_path, 0, 0))
     assert session.baseline == random_baseline.get("CartPole-v1", {}, max_t=MAX_T)
     assert session.baseline <= MAX_T
 
