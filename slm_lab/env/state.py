@@ -1,12 +1,14 @@
 """Capture and restore the plain-data state of an env stack, for exact resume.
 
 Walks the wrapper chain (vector wrappers, the vector env, each sub-env's wrappers and the
-unwrapped env) and records attributes that are plain data: numbers, numpy arrays, deques of
-numbers, numpy Generators (as their state) and running mean/std objects. The result only holds
-tensors, numbers, strings and containers, so it loads with `torch.load(weights_only=True)`.
+unwrapped env) and records attributes that are plain data: Python numbers, strings and bytes,
+numpy arrays and scalars of any non-object dtype, lists, tuples, deques and dicts of those,
+numpy Generators (as their state) and running mean/std objects. The result only holds tensors,
+Python values and containers, so it loads with `torch.load(weights_only=True)`.
 
 An env whose simulation lives in a native object (Box2D worlds, MuJoCo data) cannot be captured
 this way; `capture` then reports the state as partial and resume starts fresh episodes instead.
+`uncapturable` names the first such attribute.
 """
 
 from collections import deque
@@ -16,87 +18,185 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.wrappers.utils import RunningMeanStd
 
 # attributes that are configuration or rendering, never simulation state
 _IGNORED_TYPES = (gym.Space, gym.envs.registration.EnvSpec, dict, str, type, Enum)
-_CHILD_ATTRS = ("env", "envs")
-_SKIP_ATTRS = {"metadata", "spec", "render_mode", "_cached_spec", "closed", "_np_random_seed"}
+_SKIP_ATTRS = {
+    "metadata",
+    "spec",
+    "render_mode",
+    "_cached_spec",
+    "closed",
+    "_np_random_seed",
+    "_ezpickle_args",  # EzPickle's record of the constructor arguments
+    "_ezpickle_kwargs",
+}
+_PYTHON_PLAIN = (bool, int, float, complex, str, bytes)
+_RMS_ATTRS = ("mean", "var", "count")
+_WRAPPERS = (gym.Wrapper, gym.vector.VectorWrapper)
 
 
-def _is_plain(v: Any) -> bool:
+class _Uncapturable(Exception):
+    """A value with no plain-data encoding; `path` is where it sits inside the attribute."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
+def _torch_can_hold(dtype: np.dtype) -> bool:
+    """Whether `torch.from_numpy` takes this dtype (native byte order numbers and bools)."""
     return (
-        v is None
-        or isinstance(v, bool | int | float | np.generic | np.ndarray)
-        and not (isinstance(v, np.ndarray) and v.dtype == object)
+        dtype.kind in "biufc"
+        and dtype.isnative
+        and dtype not in (np.dtype(np.longdouble), np.dtype(np.clongdouble))
     )
 
 
-def _encode(v: Any) -> Any:
-    if isinstance(v, np.ndarray):
+def _encode_array(v: np.ndarray, path: str) -> dict[str, Any]:
+    if v.dtype.hasobject:
+        raise _Uncapturable(path)
+    if _torch_can_hold(v.dtype):
         return {"__np__": torch.from_numpy(np.array(v, copy=True))}
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
+    # bytes, str, datetime, structured, foreign byte order: the raw buffer and its dtype
+    raw = torch.from_numpy(np.frombuffer(v.tobytes(), dtype=np.uint8).copy())
+    return {"__np_bytes__": raw, "dtype": np.lib.format.dtype_to_descr(v.dtype), "shape": v.shape}
+
+
+def _encode(v: Any, path: str = "") -> Any:
+    """`v` as tensors, Python values and tagged dicts; raises _Uncapturable where it cannot."""
+    if v is None or type(v) in _PYTHON_PLAIN:
+        return v
+    if type(v) is np.ndarray:
+        return _encode_array(v, path)
+    if isinstance(v, np.generic):  # a 0-d array keeps its dtype (np.float32 stays np.float32)
+        return {"__np_scalar__": _encode_array(np.asarray(v), path)}
+    if type(v) in (list, tuple):
+        return {
+            "__seq__": [_encode(x, f"{path}[{i}]") for i, x in enumerate(v)],
+            "tuple": type(v) is tuple,
+        }
+    if type(v) is deque:
+        return {
+            "__deque__": [_encode(x, f"{path}[{i}]") for i, x in enumerate(v)],
+            "maxlen": v.maxlen,
+        }
+    if type(v) is dict:
+        return {
+            "__dict__": [(_encode(k, path), _encode(x, f"{path}[{k!r}]")) for k, x in v.items()]
+        }
+    raise _Uncapturable(path)
 
 
 def _decode(v: Any) -> Any:
-    if isinstance(v, dict) and "__np__" in v:
+    if not isinstance(v, dict):
+        return v
+    if "__np__" in v:
         return v["__np__"].numpy().copy()
-    return v
+    if "__np_bytes__" in v:
+        dtype = np.lib.format.descr_to_dtype(v["dtype"])
+        return np.frombuffer(v["__np_bytes__"].numpy().tobytes(), dtype).reshape(v["shape"]).copy()
+    if "__np_scalar__" in v:
+        return _decode(v["__np_scalar__"])[()]
+    if "__seq__" in v:
+        seq = [_decode(x) for x in v["__seq__"]]
+        return tuple(seq) if v["tuple"] else seq
+    if "__deque__" in v:
+        return deque((_decode(x) for x in v["__deque__"]), maxlen=v["maxlen"])
+    if "__dict__" in v:
+        return {_decode(k): _decode(x) for k, x in v["__dict__"]}
+    return v  # a Generator state saved before dicts were tagged: plain already
+
+
+def _encode_attribute(v: Any, path: str) -> Any:
+    """An attribute's value; a Generator or running mean/std as what restore sets in place."""
+    if isinstance(v, np.random.Generator):
+        return {"__rng__": _encode(v.bit_generator.state, path)}
+    if isinstance(v, RunningMeanStd):
+        return {"__rms__": {k: _encode(getattr(v, k), path) for k in _RMS_ATTRS}}
+    return _encode(v, path)
+
+
+def _is_env(v: Any) -> bool:
+    return isinstance(v, gym.Env | gym.vector.VectorEnv)
+
+
+def _is_code(v: Any) -> bool:
+    """Functions, classes and lists of them (a vector env's env_fns): not state."""
+    if type(v) in (list, tuple):
+        return len(v) > 0 and all(map(callable, v))
+    return callable(v)
+
+
+def _child_path(obj: Any, path: str, chain_root: str | None, child: Any) -> tuple[str, str | None]:
+    """(path, chain root) of `obj.env`: a wrapper chain's innermost env is `<root>.unwrapped`."""
+    if not isinstance(obj, _WRAPPERS):
+        return _join(path, "env"), None
+    root = path if chain_root is None else chain_root
+    if isinstance(child, _WRAPPERS):
+        return _join(path, "env"), root
+    return _join(root, "unwrapped"), None
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _walk(obj: Any, path: str, chain_root: str | None) -> tuple[dict[str, Any], str | None]:
+    """(state, the path of the first attribute that cannot be captured, or None)."""
+    state: dict[str, Any] = {}
+    missing: str | None = None
+    for name, v in vars(obj).items():
+        if name in _SKIP_ATTRS or _is_code(v):
+            continue
+        attr_path = _join(path, name)
+        child_missing: str | None = None
+        if type(v) in (list, tuple) and v and all(map(_is_env, v)):  # a vector env's envs
+            children = [_walk(e, f"{attr_path}[{i}]", None) for i, e in enumerate(v)]
+            state[name] = {"__list__": [c[0] for c in children]}
+            child_missing = next((c[1] for c in children if c[1] is not None), None)
+        elif _is_env(v):  # a wrapper's env, or one a wrapper keeps (a vector ClipReward's)
+            child_path, child_root = (
+                _child_path(obj, path, chain_root, v) if name == "env" else (attr_path, None)
+            )
+            state[name], child_missing = _walk(v, child_path, child_root)
+        elif isinstance(v, _IGNORED_TYPES) and not isinstance(v, np.generic):  # np.str_ is data
+            continue
+        else:
+            try:
+                state[name] = _encode_attribute(v, attr_path)
+            except _Uncapturable as e:  # a native object (physics world, renderer) or odd type
+                child_missing = e.path
+        missing = missing or child_missing
+    return state, missing
 
 
 def capture(obj: Any) -> tuple[dict[str, Any], bool]:
-    """Returns (state, complete). complete is False if some native state could not be captured."""
-    state: dict[str, Any] = {}
-    complete = True
-    for name, v in vars(obj).items():
-        if name in _SKIP_ATTRS or callable(v) and not isinstance(v, gym.Env | gym.vector.VectorEnv):
-            continue
-        if name in _CHILD_ATTRS:
-            if isinstance(v, list | tuple):
-                children = [capture(e) for e in v]
-                state[name] = {"__list__": [c[0] for c in children]}
-                complete &= all(c[1] for c in children)
-            elif isinstance(v, gym.Env | gym.vector.VectorEnv):
-                state[name], ok = capture(v)
-                complete &= ok
-            continue
-        if _is_plain(v):
-            state[name] = _encode(v)
-        elif isinstance(v, np.random.Generator):
-            state[name] = {"__rng__": v.bit_generator.state}
-        elif isinstance(v, deque):
-            state[name] = {"__deque__": [_encode(x) for x in v], "maxlen": v.maxlen}
-        elif hasattr(v, "mean") and hasattr(v, "var") and hasattr(v, "count"):  # RunningMeanStd
-            state[name] = {"__rms__": {k: _encode(getattr(v, k)) for k in ("mean", "var", "count")}}
-        elif isinstance(v, list | tuple) and all(_is_plain(x) for x in v):
-            state[name] = {"__seq__": [_encode(x) for x in v], "tuple": isinstance(v, tuple)}
-        elif isinstance(v, _IGNORED_TYPES) or isinstance(v, list | tuple):
-            continue
-        else:
-            complete = False  # a native object (physics world, renderer state) we cannot capture
-    return state, complete
+    """Returns (state, complete). complete is False if some state could not be captured; the
+    state then holds every attribute that could."""
+    state, missing = _walk(obj, "", None)
+    return state, missing is None
+
+
+def uncapturable(obj: Any) -> str | None:
+    """The dotted path of the first attribute in `obj`'s stack that `capture` cannot encode
+    (e.g. `unwrapped.envs[0].unwrapped.world`); None when the stack captures completely."""
+    return _walk(obj, "", None)[1]
 
 
 def restore(obj: Any, state: dict[str, Any]) -> None:
     for name, v in state.items():
-        if name in _CHILD_ATTRS:
-            child = getattr(obj, name)
-            if isinstance(v, dict) and "__list__" in v:
-                for c, s in zip(child, v["__list__"], strict=True):
-                    restore(c, s)
-            else:
-                restore(child, v)
+        child = getattr(obj, name, None)
+        if isinstance(v, dict) and "__list__" in v:
+            for c, s in zip(child, v["__list__"], strict=True):
+                restore(c, s)
+        elif _is_env(child):
+            restore(child, v)
         elif isinstance(v, dict) and "__rng__" in v:
-            getattr(obj, name).bit_generator.state = v["__rng__"]
-        elif isinstance(v, dict) and "__deque__" in v:
-            setattr(obj, name, deque((_decode(x) for x in v["__deque__"]), maxlen=v["maxlen"]))
+            child.bit_generator.state = _decode(v["__rng__"])
         elif isinstance(v, dict) and "__rms__" in v:
-            rms = getattr(obj, name)
             for k, x in v["__rms__"].items():
-                setattr(rms, k, _decode(x))
-        elif isinstance(v, dict) and "__seq__" in v:
-            seq = [_decode(x) for x in v["__seq__"]]
-            setattr(obj, name, tuple(seq) if v["tuple"] else seq)
+                setattr(child, k, _decode(x))
         else:
             setattr(obj, name, _decode(v))
