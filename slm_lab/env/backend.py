@@ -89,6 +89,10 @@ class EnvBackend(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore; False when episodes in progress could not be restored and restart."""
 
+    def uncapturable(self) -> str | None:
+        """What a saved state cannot hold, so that a resume restarts the episodes in progress
+        (e.g. a physics engine's native object); None when a resume continues them exactly."""
+
     def close(self) -> None: ...
 
 

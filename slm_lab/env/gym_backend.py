@@ -278,6 +278,9 @@ class GymVecEnv:
         self._obs = self.obs_norm(obs, update=False)
         return False
 
+    def uncapturable(self) -> str | None:
+        return env_state.uncapturable(self.vec)
+
     def _episode_stats(self) -> dict[str, Any]:
         """Finished-episode statistics (not the episodes in progress, which restart on resume)."""
         queues = {

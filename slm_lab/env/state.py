@@ -17,7 +17,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 from gymnasium.wrappers.utils import RunningMeanStd
 
 # attributes that are configuration or rendering, never simulation state
@@ -55,6 +54,8 @@ def _torch_can_hold(dtype: np.dtype) -> bool:
 
 
 def _encode_array(v: np.ndarray, path: str) -> dict[str, Any]:
+    import torch  # only once a state is written: validation (`check`) reads envs without torch
+
     if v.dtype.hasobject:
         raise _Uncapturable(path)
     if _torch_can_hold(v.dtype):

@@ -97,6 +97,10 @@ class Session:
         if not (self.task.resume and self.load()):
             self.env.reset()
             self.recorder.start()
+        if (native := self.env.uncapturable()) is not None:
+            logger.warning(
+                f"the env's state {native} cannot be saved: a resume of this run restarts the episodes in progress"
+            )
         agent, env, clock, dev, request = (
             self.agent,
             self.env,

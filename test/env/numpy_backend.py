@@ -134,5 +134,8 @@ class Corridor:
         self.rng.bit_generator.state = state["rng"]
         return True
 
+    def uncapturable(self) -> None:
+        return None
+
     def close(self) -> None:
         pass

@@ -14,7 +14,7 @@ import torch
 from conftest import make_env
 
 from slm_lab.env import state as env_state
-from slm_lab.env.vec_env import VecEnv
+from slm_lab.env.gym_backend import GymVecEnv
 
 STEPS_BEFORE = 40
 STEPS_AFTER = 60
@@ -295,13 +295,14 @@ def test_state_saved_before_tagged_scalars_and_dicts_restores() -> None:
     assert holder.rms.count == 2.0
 
 
-def random_actions(env: VecEnv, rng: np.random.Generator) -> np.ndarray:
-    if env.is_discrete:
-        return rng.integers(env.action_space.n, size=env.num_envs)
-    return rng.uniform(-1, 1, size=(env.num_envs, *env.action_space.shape)).astype(np.float32)
+def random_actions(env: GymVecEnv, rng: np.random.Generator) -> np.ndarray:
+    info = env.info
+    if info.is_discrete:
+        return rng.integers(info.action_space.n, size=info.num_envs)
+    return rng.uniform(-1, 1, size=(info.num_envs, *info.action_space.shape)).astype(np.float32)
 
 
-def run_steps(env: VecEnv, rng: np.random.Generator, steps: int) -> list[tuple]:
+def run_steps(env: GymVecEnv, rng: np.random.Generator, steps: int) -> list[tuple]:
     out = []
     for _ in range(steps):
         t = env.step(random_actions(env, rng))
@@ -334,12 +335,14 @@ def test_gymnasium_env_resumes_exactly(case: str) -> None:
     env.reset()
     rng = np.random.default_rng(0)
     run_steps(env, rng, STEPS_BEFORE)
-    assert env_state.uncapturable(env.vec) is None
+    assert env.uncapturable() is None
     state = saved_and_loaded(env.state_dict())
+    clock = env.clock.state_dict()  # the session's, saved beside the env's state
     actions_rng_state = rng.bit_generator.state
     expected = run_steps(env, rng, STEPS_AFTER)
 
     resumed = make_env(config, seed=7)
+    resumed.clock.load_state_dict(clock)
     assert resumed.load_state_dict(state) is True
     rng.bit_generator.state = actions_rng_state
     got = run_steps(resumed, rng, STEPS_AFTER)
@@ -357,9 +360,11 @@ def test_stacked_observations_resume_exactly() -> None:
     rng = np.random.default_rng(0)
     run_steps(env, rng, STEPS_BEFORE)
     state = saved_and_loaded(env.state_dict())
+    clock = env.clock.state_dict()
     rng_state = rng.bit_generator.state
     expected = run_steps(env, rng, STEPS_AFTER)
     resumed = make_env(config, seed=1, seq_len=3)
+    resumed.clock.load_state_dict(clock)
     assert resumed.load_state_dict(state) is True
     rng.bit_generator.state = rng_state
     for step_expected, step_got in zip(expected, run_steps(resumed, rng, STEPS_AFTER), strict=True):
@@ -378,7 +383,7 @@ def test_native_gymnasium_env_is_named_and_its_state_still_saves(name: str, path
     env = make_env({"name": name, "num_envs": 2, "max_frame": 10**6})
     env.reset()
     run_steps(env, np.random.default_rng(0), 5)
-    assert env_state.uncapturable(env.vec) == path
+    assert env.uncapturable() == path
     state = saved_and_loaded(env.state_dict())
     assert state["vec"] is None
     assert (
