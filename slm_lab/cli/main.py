@@ -8,9 +8,13 @@ import os
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:  # the CLI imports each module in the command that uses it
+    from slm_lab.experiment.record import RunInfo
+    from slm_lab.spec.schema import Spec
 
 app = typer.Typer(
     help="SLM Lab: modular deep reinforcement learning. One spec file describes a whole experiment.",
@@ -260,8 +264,8 @@ def _check_continue(
     base: str,
     mode: str,
     root: Path,
-    spec: Any,
-    info: Any,
+    spec: "Spec",
+    info: "RunInfo",
     spec_file: str | None,
     spec_name: str | None,
 ) -> None:
@@ -281,8 +285,8 @@ def _check_continue(
 
 
 def _train(
-    spec: Any,
-    info: Any,
+    spec: "Spec",
+    info: "RunInfo",
     root: Path | None,
     mode: str,
     max_frame: float | None,
@@ -339,7 +343,9 @@ def _train(
     typer.echo(f"run folder: {layout.root}")
 
 
-def _enjoy(spec: Any, info: Any, root: Path, episodes: int, render: bool, session: int) -> None:
+def _enjoy(
+    spec: "Spec", info: "RunInfo", root: Path, episodes: int, render: bool, session: int
+) -> None:
     from slm_lab.experiment import control
 
     result = control.enjoy(spec, root, episodes, render, session, info.trial)
@@ -348,7 +354,7 @@ def _enjoy(spec: Any, info: Any, root: Path, episodes: int, render: bool, sessio
     )
 
 
-def _search(spec: Any, info: Any, search_dir: Path | None, log_level: str) -> None:
+def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: str) -> None:
     """Run a new search (`search_dir` None) or resume the one in `search_dir`; prints the best
     trials and the command that validates the best one."""
     from slm_lab.experiment import (

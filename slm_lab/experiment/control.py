@@ -9,11 +9,12 @@ from pathlib import Path
 from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.layout import RunLayout, prefix
 from slm_lab.experiment.pool import SessionPool, SessionTask
-from slm_lab.lib import io
+from slm_lab.lib import io, util
 from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
 
-ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training session
+ENJOY_TRIAL_INDEX = 10**6
+GRAPHS_MODULE = "matplotlib.figure"  # enjoy seeds its env apart from every training session
 
 
 class Trial:
@@ -61,6 +62,7 @@ class Trial:
         ]
         if self.max_session == 1:
             return self.run_here(tasks[0])
+        util.preload(GRAPHS_MODULE)  # the trial's graph at the end: loaded while sessions run
         pool = SessionPool(tasks, self.log_level)
         results = pool.run()
         for s, reason in sorted(pool.errors.items()):  # a failed session is reported

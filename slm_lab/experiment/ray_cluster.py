@@ -3,16 +3,14 @@ kept off the terminal, and the cluster's resources. Imports no Ray Tune, so a se
 Ray while Tune and Optuna import.
 """
 
-import contextlib
-import importlib
 import logging
 import logging.handlers
 import os
-import threading
 from pathlib import Path
 
 import ray
 
+from slm_lab.lib import util
 from slm_lab.lib.util import machine_cpus, machine_gpus
 from slm_lab.spec import spec_util
 from slm_lab.spec.schema import Spec
@@ -36,8 +34,7 @@ def start_ray(preload: str) -> bool:
         RAY_LOGS.setTarget(None)
     logging.captureWarnings(True)
     hold_logs()
-    loader = threading.Thread(target=import_quietly, args=(preload,))
-    loader.start()
+    loader = util.preload(preload)
     try:
         return init_ray()
     finally:
@@ -50,11 +47,6 @@ def hold_logs() -> None:
         log = logging.getLogger(name)
         log.handlers = [RAY_LOGS]
         log.propagate = False
-
-
-def import_quietly(module: str) -> None:
-    with contextlib.suppress(Exception):  # raised again where the caller imports it
-        importlib.import_module(module)
 
 
 def init_ray() -> bool:

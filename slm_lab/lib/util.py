@@ -1,6 +1,9 @@
 """Small helpers shared across modules."""
 
+import contextlib
+import importlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -38,3 +41,16 @@ def machine_gpus() -> int:
             break
         count += 1
     return count
+
+
+def preload(module: str) -> threading.Thread:
+    """Import `module` in a started background thread, while this one waits on something else;
+    an import error shows where the module is imported for use."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+
+    loader = threading.Thread(target=load, daemon=True, name=f"preload {module}")
+    loader.start()
+    return loader
