@@ -66,6 +66,10 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
         ) from None
     except gym.error.Error as err:
         raise SpecError(f"env.name: {config.name!r} cannot be made: {err}") from None
+    except ImportError as err:  # an optional package the env needs (jax, shimmy, ...)
+        raise SpecError(
+            f"env.name: {config.name!r} needs a package that is not installed: {err}"
+        ) from None
     try:
         obs_space = agent_observation_space(e.observation_space)
     except ValueError as err:
@@ -73,17 +77,6 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
     finally:
         e.close()
     return obs_space, e.action_space
-
-
-def make(
-    config: EnvConfig,
-    seed: int,
-    clock: Clock,
-    gamma: float,
-    render: bool = False,
-    seq_len: int | None = None,
-) -> "GymVecEnv":
-    return GymVecEnv(config, seed, clock, gamma, render, seq_len)
 
 
 def _make_one(
@@ -291,3 +284,6 @@ class GymVecEnv:
 
     def close(self) -> None:
         self.vec.close()
+
+
+make = GymVecEnv  # the backend module's constructor (see slm_lab.env.backend.BackendModule)

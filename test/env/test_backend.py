@@ -5,6 +5,7 @@ CLI as a Gymnasium env does."""
 import json
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
@@ -156,3 +157,18 @@ def test_an_unknown_env_id_is_told_so_with_the_nearest_id(
     result = invoke(["check", str(write_spec_file(in_tmp / "u.json", {"u": spec}))])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [line]
+
+
+def test_an_env_that_needs_a_missing_package_is_refused_in_one_line(in_tmp: Path) -> None:
+    """As Gymnasium's jax-based phys2d/ and tabular/ envs are without jax."""
+    if "NeedsMissing-v0" not in gym.registry:
+        gym.register("NeedsMissing-v0", entry_point="slm_lab_no_such_package:Env")
+    spec = make_spec("ppo")
+    spec["env"]["name"] = "NeedsMissing-v0"
+    result = invoke(["run", str(write_spec_file(in_tmp / "m.json", {"m": spec})), "m", "dev"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: env.name: 'NeedsMissing-v0' needs a package that is not installed: "
+        "No module named 'slm_lab_no_such_package'\n"
+    )
+    assert not (in_tmp / "data").exists()
