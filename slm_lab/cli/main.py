@@ -5,6 +5,7 @@ what it uses (spec validation, then torch only once the input is known to be goo
 """
 
 import os
+import signal
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -26,7 +27,6 @@ app = typer.Typer(
 )
 
 DEMO_SPEC_FILE = "demo.json"
-DEMO_SPEC_NAME = "ppo_cartpole_demo"
 MODE_WORDS = ("dev", "train", "search", "enjoy")
 MODES = (
     "dev",
@@ -103,13 +103,15 @@ def _pick_spec(
     spec_file: str | None, spec_name: str | None, mode: str
 ) -> tuple[str | None, str | None, str]:
     """(spec file, spec name, mode) from the positional arguments: a file's only spec when no
-    name is given, a mode given in the name's place (`run FILE train`) or in the file's
-    (`run train@data/<run>`: the run folder has the spec)."""
+    name is given, a mode given in the name's place (`run FILE train`) or in the file's: `run
+    train@data/<run>` (the run folder has the spec), `run train` (the demo)."""
     from slm_lab.spec import spec_util
     from slm_lab.spec.spec_util import SpecError
 
     if _is_mode(spec_file) and spec_name is None and mode == "dev":
-        return None, None, spec_file
+        if "@" in spec_file:
+            return None, None, spec_file
+        spec_file, mode = DEMO_SPEC_FILE, spec_file
     if spec_file is None:
         spec_file = DEMO_SPEC_FILE
     if spec_name is not None and not (_is_mode(spec_name) and mode == "dev"):
@@ -129,6 +131,7 @@ def _pick_spec(
 def _find_run(base: str, target: str, spec_file: str | None, spec_name: str | None) -> Path:
     """The run folder (search folder for search@) that `target` names; `latest`: the newest
     run of the spec."""
+    from slm_lab.experiment import layout
     from slm_lab.lib import io
     from slm_lab.spec import spec_util
     from slm_lab.spec.spec_util import SpecError
@@ -140,18 +143,18 @@ def _find_run(base: str, target: str, spec_file: str | None, spec_name: str | No
                 f"{base}@latest: name the spec whose newest run to take (uv run slm-lab run SPEC_FILE SPEC_NAME {base}@latest), or give the folder ({base}@data/<run folder>)"
             )
         name = spec_util.load_spec(spec_file, spec_name).spec.name
-        root = io.latest_run_dir(name, search)
+        root = layout.latest_run_dir(name, search)
         if root is None:
             raise SpecError(
                 f"{base}@latest: no {'search' if search else 'run'} of {name} in {io.DATA_DIR}/"
             )
         return root
     root = Path(target)
-    if search and not io.is_search_dir(root):
+    if search and not layout.is_search_dir(root):
         raise SpecError(
-            f"{target}: not a search folder (expected a folder made by slm-lab run ... search, with <spec_name>_spec.json and {io.SEARCH_STATE_DIR}/)"
+            f"{target}: not a search folder (expected a folder made by slm-lab run ... search, with <spec_name>_spec.json and {layout.SEARCH_STATE_DIR}/)"
         )
-    if not search and not io.is_run_dir(root):
+    if not search and not layout.is_run_dir(root):
         raise SpecError(
             f"{target}: not a run folder (expected a folder made by slm-lab run, with <spec_name>_spec.json and info/)"
         )
@@ -270,7 +273,7 @@ def _check_continue(
     spec_name: str | None,
 ) -> None:
     """What continuing (train@, search@) or replaying (enjoy@) the run in `root` needs."""
-    from slm_lab.lib import io
+    from slm_lab.experiment.layout import RunLayout
     from slm_lab.lib.logger import logger
     from slm_lab.spec.spec_util import SpecError
 
@@ -278,8 +281,9 @@ def _check_continue(
         raise SpecError(
             f"{root} is a trial of the search in {info.search_dir}: resume the search with search@<search folder>, or train the trial's values from a spec file"
         )
-    if base == "search" and (root / io.EXPERIMENT_DF).exists():
-        raise SpecError(f"{root} is finished: its trials are in {root / io.EXPERIMENT_DF}")
+    experiment_df = RunLayout(root, spec.name).experiment_df
+    if base == "search" and experiment_df.exists():
+        raise SpecError(f"{root} is finished: its trials are in {experiment_df}")
     if spec_name is not None and spec_name != info.spec_name:
         logger.info(f"{mode} uses the spec recorded in {root} ({spec.name}), not {spec_name}")
 
@@ -303,13 +307,17 @@ def _train(
     dev = info.mode == "dev"
     if resume:
         layout = RunLayout(root, spec.name)
+        if max_frame is not None and int(max_frame) < spec.env.max_frame:
+            _fail(
+                f"--max-frame {int(max_frame)}: {root} runs to max_frame {spec.env.max_frame}; a run can be extended, not shortened"
+            )
         if max_frame is not None and int(max_frame) > spec.env.max_frame:
             spec = spec.with_values({"env.max_frame": int(max_frame)})
             record.write(layout, spec, info, trial=0)
             logger.info(f"extending {root} to max_frame {int(max_frame)}")
         elif record.finished(layout, spec, 1 if dev else spec.meta.max_session):
             _fail(
-                f"{root} is finished (max_frame {spec.env.max_frame}); pass --max-frame to train it further"
+                f"{root} is finished (max_frame {spec.env.max_frame}); pass a larger --max-frame to train it further"
             )
     else:
         spec = record.with_seed(spec)
@@ -317,7 +325,7 @@ def _train(
     log_setup.add_file(str(layout.run_log), log_level)
     logger.info(f"{'resuming' if resume else 'running'} {spec.name} ({mode}) in {layout.root}")
 
-    from slm_lab.experiment import control  # the sessions' pool (torch loads in the sessions)
+    from slm_lab.experiment import control, stop  # torch loads in the sessions, not here
     from slm_lab.experiment.analysis import format_metrics
 
     trial = control.Trial(
@@ -330,7 +338,8 @@ def _train(
             f"stopped at frame {frame} of {spec.env.max_frame}, every session saved; resume with: uv run slm-lab run train@{layout.root}",
             err=True,
         )
-        raise typer.Exit(control.stop.EXIT_CODES[trial.stop_signal])
+        # the sessions stopped on a signal of their own (their fork server ended): as SIGTERM
+        raise typer.Exit(stop.EXIT_CODES.get(trial.stop_signal, stop.EXIT_CODES[signal.SIGTERM]))
     if metrics is None:
         first_error = next(iter(trial.errors.values()), "unknown error")
         _fail(
@@ -347,8 +356,12 @@ def _enjoy(
     spec: "Spec", info: "RunInfo", root: Path, episodes: int, render: bool, session: int
 ) -> None:
     from slm_lab.experiment import control
+    from slm_lab.spec.spec_util import SpecError
 
-    result = control.enjoy(spec, root, episodes, render, session, info.trial)
+    try:
+        result = control.enjoy(spec, root, episodes, render, session, info.trial)
+    except SpecError as e:
+        _fail(str(e))
     typer.echo(
         f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
     )
@@ -387,11 +400,9 @@ def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: s
     except SpecError as e:
         _fail(str(e))
     except search.SearchStopped as e:
-        from slm_lab.lib import io
-
         head = f"search stopped: {len(e.trials)} of {spec.meta.max_trial} trials ended"
         _print_trials(e.trials, spec.name, head)
-        typer.echo(f"trials so far: {layout.root / io.PARTIAL_EXPERIMENT_DF}")
+        typer.echo(f"trials so far: {layout.partial_experiment_df}")
         typer.echo(
             f"search stopped; resume with: uv run slm-lab run search@{layout.root}",
             err=True,
@@ -404,12 +415,13 @@ def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: s
 
 
 def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
-    from slm_lab.lib import io
+    from slm_lab.experiment.layout import RunLayout
 
+    experiment_df = RunLayout(search_dir, name).experiment_df
     _print_trials(summary.trials, name, f"search: {len(summary.trials)} trials")
-    typer.echo(f"experiment table: {search_dir / io.EXPERIMENT_DF}")
+    typer.echo(f"experiment table: {experiment_df}")
     if summary.best_spec is None:
-        _fail(f"no trial of {name} completed (see {search_dir / io.EXPERIMENT_DF})", 1)
+        _fail(f"no trial of {name} completed (see {experiment_df})", 1)
     typer.echo(
         f"best: {name}_t{summary.best['trial']}; validate it with: uv run slm-lab run {summary.best_spec} {name} train"
     )

@@ -51,10 +51,10 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
     try:
         gym.spec(env_id)
     except gym.error.Error:
-        module = config.name[: -len(env_id)]
-        hint = did_you_mean(env_id, gym.registry.keys())
+        module = config.name[: -len(env_id)]  # `module:` of a user's own env, or ""
+        known = [module + k for k in gym.registry]
         raise SpecError(
-            f"env.name: {config.name!r} is not a Gymnasium env id{hint.replace('mean ', 'mean ' + module) if module else hint}"
+            f"env.name: {config.name!r} is not a Gymnasium env id{did_you_mean(config.name, known)}"
         ) from None
     try:
         e = gym.make(config.name, **config.kwargs)
@@ -248,7 +248,7 @@ class GymVecEnv:
             "reward_rms": None
             if complete or self.reward_norm is None
             else env_state.capture(self.reward_norm.return_rms)[0],
-            "obs": env_state._encode(self._obs),
+            "obs": env_state.encode(self._obs),
             "action_space_rng": self.vec.action_space.np_random.bit_generator.state,
         }
 
@@ -260,7 +260,7 @@ class GymVecEnv:
             # reset builds the internal buffers, which the saved state then overwrites
             self.vec.reset(seed=self.seed)
             env_state.restore(self.vec, state["vec"])
-            self._obs = env_state._decode(state["obs"])
+            self._obs = env_state.decode(state["obs"])
             return True
         obs, _ = self.vec.reset(seed=self.seed + self.clock.frame)
         for name, (items, maxlen) in state["episode_stats"]["queues"].items():

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # the registry itself loads no simulator
 
 NOT_YET = "is not available yet in this release"
 # the games ALE v5 has (ale-py's ROM ids in CamelCase): a legacy id of one of them, e.g.
-# VideoPinball-v0, is an Atari id, while another unknown <Name>-v0 is just not registered
+# VideoPinball-v0, is an Atari id, while another unknown <Name>-v0 is just not registered.
+# Blackjack is left out: Gymnasium's toy text has it, so Blackjack-v0 is a typo of Blackjack-v1.
 ATARI_GAMES = (
     "Adventure",
     "AirRaid",
@@ -37,7 +38,6 @@ ATARI_GAMES = (
     "BattleZone",
     "BeamRider",
     "Berzerk",
-    "Blackjack",
     "Bowling",
     "Boxing",
     "Breakout",
@@ -153,19 +153,16 @@ FAMILIES: list[Family] = [
         f"Atari (ALE) {NOT_YET}",
     ),
     Family("MuJoCo Playground", r"playground/.+", None, f"MuJoCo Playground {NOT_YET}"),
-    Family("Gymnasium", r".*", "slm_lab.env.gym_backend"),
+    Family("Gymnasium", r".*", "slm_lab.env.gym_backend"),  # the last: it takes every id
 ]
 
 
-def register(family: Family) -> None:
-    """Add a family ahead of the others (it claims its ids before Gymnasium's catch-all)."""
-    FAMILIES.insert(0, family)
-
-
 def family_of(env_name: str) -> Family:
-    """The family that runs `env_name` (a `module:EnvId` name is judged by its id)."""
-    env_id = env_name.rsplit(":", 1)[-1]
-    return next(f for f in FAMILIES if f.matches(env_id))
+    """The family that runs `env_name`. A `module:EnvId` name is the user's own module
+    registering a Gymnasium env, whatever the id looks like."""
+    if ":" in env_name:
+        return FAMILIES[-1]
+    return next(f for f in FAMILIES if f.matches(env_name))
 
 
 def backend_module(env_name: str) -> "BackendModule":

@@ -110,6 +110,16 @@ def _decode(v: Any) -> Any:
     return v  # a Generator state saved before dicts were tagged: plain already
 
 
+def encode(v: Any) -> Any:
+    """A plain value (an observation array, say) as data a checkpoint holds; `decode` gives it
+    back."""
+    return _encode(v)
+
+
+def decode(v: Any) -> Any:
+    return _decode(v)
+
+
 def _encode_attribute(v: Any, path: str) -> Any:
     """An attribute's value; a Generator or running mean/std as what restore sets in place."""
     if isinstance(v, np.random.Generator):

@@ -6,10 +6,15 @@ one-session trial and enjoy.
 
 from pathlib import Path
 
+import numpy as np
+
+from slm_lab.env.clock import Clock
 from slm_lab.experiment import analysis, stop
-from slm_lab.experiment.layout import RunLayout, prefix
+from slm_lab.experiment.checkpointer import Checkpointer
+from slm_lab.experiment.layout import RunLayout, enjoy_root, prefix
 from slm_lab.experiment.pool import SessionPool, SessionTask
 from slm_lab.lib import io, util
+from slm_lab.lib.config import SpecError
 from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
 
@@ -102,13 +107,13 @@ def enjoy(
     spec: Spec, root: Path, episodes: int, render: bool, session: int = 0, trial: int = 0
 ) -> dict[str, float]:
     """Replay the best checkpoint of a session without training; writes to its own folder."""
-    import numpy as np
-
-    from slm_lab.env.clock import Clock
-    from slm_lab.experiment.checkpointer import Checkpointer
-    from slm_lab.experiment.session import build, session_seed
+    from slm_lab.experiment.session import build, session_seed  # torch: only where it acts
 
     model_path = Checkpointer(RunLayout(root, spec.name), trial, session).model_path()
+    if not model_path.exists():
+        raise SpecError(
+            f"{root}: session {session} of trial {trial} has no checkpoint to replay ({model_path.name} is not in {model_path.parent})"
+        )
     model = io.load_torch(model_path)
     seed = session_seed(spec.meta.random_seed, ENJOY_TRIAL_INDEX, session)  # fresh episodes
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
@@ -132,6 +137,5 @@ def enjoy(
         "std_return": float(np.std(returns)),
         "checkpoint": str(model_path),
     }
-    out_dir = io.DATA_DIR / f"{root.name}_enjoy_{io.timestamp()}"
-    io.write_json(result, out_dir / "enjoy_metrics.json")
+    io.write_json(result, enjoy_root(root) / "enjoy_metrics.json")
     return result

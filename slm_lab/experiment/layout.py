@@ -14,17 +14,69 @@ data/<name>_<YYYY_MM_DD_HHMMSS>/          a run (or a search: its trials are run
 where <prefix> is a session's `<name>_t<trial>_s<session>`.
 """
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from slm_lab.lib import io
 
 SUBDIRS = ("info", "graph", "log", "model")
 EVAL_SUFFIX = "_eval"  # the evaluation's metrics and graphs: the training ones' names + this
 SPEC_SUFFIX = "_spec.json"
+SEARCH_STATE_DIR = "tune"  # what makes a folder a search folder: Tune's experiment state
+EXPERIMENT_DF = "experiment_df.csv"  # a search's table of trials, written when it finishes
+# the rows of the trials that had ended when a search was stopped (Ctrl-C); it resumes
+PARTIAL_EXPERIMENT_DF = "experiment_df_so_far.csv"
+# a trial's or session's spec, or a search's best trial as a spec file
+_PART_SPEC = re.compile(r"(_t\d+(_s\d+)?|_best)_spec\.json$")
 
 
 def prefix(name: str, trial: int, session: int | None = None) -> str:
     """The name a run's files start with: <spec name>_t<trial>[_s<session>]."""
     return f"{name}_t{trial}" + ("" if session is None else f"_s{session}")
+
+
+def new_root(name: str) -> Path:
+    """A new run folder's path: data/<name>_<YYYY_MM_DD_HHMMSS>, `_` added to the name of a
+    run started in the same second as another."""
+    root = io.DATA_DIR / f"{name}_{io.timestamp()}"
+    while root.exists():
+        root = root.with_name(root.name + "_")
+    return root
+
+
+def enjoy_root(run_root: Path) -> Path:
+    """Where a replay of the run in `run_root` writes: a folder of its own beside the run."""
+    return io.DATA_DIR / f"{run_root.name}_enjoy_{io.timestamp()}"
+
+
+def run_spec_path(root: Path) -> Path | None:
+    """The run-level spec record (not a per-trial or per-session one, nor a best spec)."""
+    specs = sorted(p for p in root.glob(f"*{SPEC_SUFFIX}") if not _PART_SPEC.search(p.name))
+    return specs[0] if specs else None
+
+
+def is_run_dir(path: Path) -> bool:
+    """A run folder holds its spec record `<name>_spec.json` and an `info/` folder."""
+    return path.is_dir() and (path / "info").is_dir() and run_spec_path(path) is not None
+
+
+def is_search_dir(path: Path) -> bool:
+    """A search folder holds its spec record and the search's state; no info/ of its own (its
+    trials' folders inside have theirs), so it is never taken for a run folder."""
+    return path.is_dir() and (path / SEARCH_STATE_DIR).is_dir() and run_spec_path(path) is not None
+
+
+def latest_run_dir(spec_name: str, search: bool = False) -> Path | None:
+    """The newest run folder (`search`: search folder) of exactly this spec (not of a spec
+    whose name extends it, nor an enjoy folder)."""
+    pattern = re.compile(re.escape(spec_name) + r"_\d{4}_\d{2}_\d{2}_\d{6}_*$")
+    kind = is_search_dir if search else is_run_dir
+    runs = sorted(
+        (p for p in io.DATA_DIR.glob(f"{spec_name}_*") if pattern.fullmatch(p.name) and kind(p)),
+        key=lambda p: p.name,  # timestamped names sort in time order
+    )
+    return runs[-1] if runs else None
 
 
 @dataclass(frozen=True)
@@ -50,6 +102,10 @@ class RunLayout:
     @property
     def log_dir(self) -> Path:
         return self.root / "log"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.root / "model"
 
     # -- specs -------------------------------------------------------------------------------
     @property
@@ -87,8 +143,8 @@ class RunLayout:
         """(model, full training state) of a session's `tag` checkpoint (latest or best)."""
         pre = prefix(self.name, trial, session)
         return (
-            self.root / "model" / f"{pre}_ckpt-{tag}_model.pt",
-            self.root / "model" / f"{pre}_ckpt-{tag}_state.pt",
+            self.model_dir / f"{pre}_ckpt-{tag}_model.pt",
+            self.model_dir / f"{pre}_ckpt-{tag}_state.pt",
         )
 
     def session_log(self, trial: int, session: int) -> Path:
@@ -108,6 +164,23 @@ class RunLayout:
     @property
     def experiment_graph(self) -> Path:
         return self.root / f"{self.name}_experiment_graph.png"
+
+    @property
+    def search_state(self) -> Path:
+        """Tune's experiment state: what `search@<folder>` resumes."""
+        return self.root / SEARCH_STATE_DIR
+
+    @property
+    def experiment_df(self) -> Path:
+        return self.root / EXPERIMENT_DF
+
+    @property
+    def partial_experiment_df(self) -> Path:
+        return self.root / PARTIAL_EXPERIMENT_DF
+
+    @property
+    def ray_log(self) -> Path:
+        return self.log_dir / "ray.log"
 
     @property
     def run_log(self) -> Path:

@@ -2,8 +2,9 @@
 
 Session processes start from a fork server that has the session module (torch, nets, envs)
 and matplotlib loaded, so a session starts in milliseconds instead of importing them again.
-Each one asks the kernel for SIGTERM when its parent ends (it then saves and stops, as on
-Ctrl-C), so no session outlives the run that started it. A session puts its messages on one
+A session's parent is the fork server, which exits when the run's process does, however that
+ends; each session asks the kernel for SIGTERM when its parent ends (it then saves and stops,
+as on Ctrl-C), so no session outlives the run that started it. A session puts its messages on one
 queue: its metrics rows when the caller follows them, then its metrics, the frame a signal
 stopped it at, or its error's last line.
 
@@ -19,8 +20,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import get_context
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -106,23 +108,22 @@ class SessionPool:
 
     def follow(
         self,
-        messages: Any,
-        procs: dict[int, Any],
+        messages: Queue,
+        procs: dict[int, BaseProcess],
         on_row: RowHandler | None,
         fail_fast: bool,
     ) -> dict[int, dict[str, float]]:
         """The sessions' messages until each has ended (see `run`)."""
         results: dict[int, dict[str, float]] = {}
         dead_before: dict[int, int] = {}
+        next_look = time.monotonic() + POLL_S
         while len(results) + len(self.errors) < len(procs):
             if fail_fast and self.errors:
                 break
-            try:
-                kind, s, payload = messages.get(timeout=POLL_S)
-            except queue.Empty:
-                # a process that exited without a last message (killed, out of memory); seen
-                # on two polls in a row, as an exiting process's last message may still be in
-                # the pipe
+            if time.monotonic() >= next_look:
+                # a process that exited without a last message (killed, out of memory), seen
+                # on two looks in a row: an exiting process's last message may still be in the
+                # pipe. Looked for on a timer, as the other sessions' rows keep coming.
                 ended = set(results) | set(self.errors)
                 dead = {
                     s: p.exitcode
@@ -132,9 +133,10 @@ class SessionPool:
                 for s, code in dead.items():
                     if s in dead_before:
                         self.errors[s] = f"died (exit code {code})"
-                dead_before = dead
-                continue
-            except InterruptedError:
+                dead_before, next_look = dead, time.monotonic() + POLL_S
+            try:
+                kind, s, payload = messages.get(timeout=POLL_S)
+            except queue.Empty:
                 continue
             if kind == "row":
                 on_row(s, *payload)
@@ -146,7 +148,7 @@ class SessionPool:
 
 
 def _session_process(
-    messages: Any,
+    messages: Queue,
     parent_pid: int,
     task: SessionTask,
     log_level: str,
@@ -156,13 +158,14 @@ def _session_process(
     """A session process: runs the session, putting ("row", session, (frame,
     total_reward_ma)) for each metrics row when `publish_rows`, then ("done", session, its
     metrics) or ("failed", session, its error's last line)."""
+    # first: a group's Ctrl-C during the start is a stop request, not a KeyboardInterrupt
+    stop.install(pass_on=False, give_up=False)  # the parent may pass a signal on twice
     if sys.platform.startswith("linux"):
         # SIGTERM (save and stop) when the process that started this one ends for any reason
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if not psutil.pid_exists(parent_pid):  # the run ended before the line above took effect
         return
     log_setup.setup(log_level, tag=task.prefix)
-    stop.install(pass_on=False, give_up=False)  # the parent may pass a signal on twice
     registry.FAMILIES[:] = families  # the ones the run's process registered too
 
     from slm_lab.experiment import session  # the fork server's: no import cost here
@@ -180,7 +183,7 @@ def _session_process(
         messages.put(("failed", s, str(e)))
 
 
-def _end(procs: dict[int, Any], messages: Any) -> None:
+def _end(procs: dict[int, BaseProcess], messages: Queue) -> None:
     """Stop the sessions still running (SIGTERM: each saves its state and stops, as on Ctrl-C),
     wait for every process to exit (reading the queue, so none blocks on a full pipe), and kill
     one that does not within STOP_TIMEOUT_S."""
@@ -198,7 +201,7 @@ def _end(procs: dict[int, Any], messages: Any) -> None:
     _drain(messages)
 
 
-def _drain(messages: Any) -> None:
+def _drain(messages: Queue) -> None:
     while True:
         try:
             messages.get_nowait()

@@ -84,9 +84,9 @@ def concurrent_trials(spec: Spec) -> int:
     return max(1, min(spec.meta.max_trial, int(fits + 1e-9)))
 
 
-def route_ray_logs(search_dir: Path) -> None:
-    """Ray's, Tune's and Optuna's Python logs (those held so far, and the rest) to the search's
-    log folder. Tune's console report is off (verbose 0, its legacy reporter, which honours it)."""
-    RAY_LOGS.setTarget(logging.FileHandler(search_dir / "log" / "ray.log"))
+def route_ray_logs(path: Path) -> None:
+    """Ray's, Tune's and Optuna's Python logs (those held so far, and the rest) to `path`, in
+    the search's log folder. Tune's console report is off (verbose 0, its legacy reporter, which honours it)."""
+    RAY_LOGS.setTarget(logging.FileHandler(path))
     RAY_LOGS.flush()
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"

@@ -10,9 +10,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from slm_lab.experiment.layout import RunLayout
+from slm_lab.experiment.layout import RunLayout, new_root, run_spec_path
 from slm_lab.lib import io
-from slm_lab.lib.config import SpecError
 from slm_lab.spec import schema, spec_util
 from slm_lab.spec.schema import Spec
 
@@ -61,10 +60,7 @@ def with_seed(spec: Spec) -> Spec:
 def new_run(spec: Spec, info: RunInfo) -> RunLayout:
     """A new run folder (a search folder in search mode: its trials have the run folders) with
     its record."""
-    root = io.DATA_DIR / f"{spec.name}_{io.timestamp()}"
-    while root.exists():  # two runs started in the same second
-        root = root.with_name(root.name + "_")
-    layout = RunLayout(root, spec.name)
+    layout = RunLayout(new_root(spec.name), spec.name)
     layout.make(("log",) if info.mode == "search" else None)
     info = RunInfo.of(
         {
@@ -87,7 +83,7 @@ def write(layout: RunLayout, spec: Spec, info: RunInfo, trial: int | None) -> No
 
 def read(root: Path) -> tuple[Spec, RunInfo]:
     """The spec and run info recorded in a run or search folder."""
-    data = io.read_json(io.run_spec_path(root))
+    data = io.read_json(run_spec_path(root))
     info = RunInfo.of(data.pop("run_info", {}))
     spec = spec_util.validate(data, data.get("name", ""))
     return spec, info
@@ -106,6 +102,3 @@ def finished(layout: RunLayout, spec: Spec, sessions: int) -> bool:
         and io.read_json(path)["frame"] >= spec.env.max_frame
         for s in range(sessions)
     )
-
-
-__all__ = ["RunInfo", "SpecError", "new_run", "read", "write", "with_seed", "finished"]

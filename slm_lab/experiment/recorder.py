@@ -8,13 +8,14 @@ end as an unbroken run's do.
 
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 from slm_lab.agent.agent import Agent
 from slm_lab.env.backend import EnvBackend, FinishedEpisodes
 from slm_lab.env.clock import Clock
 from slm_lab.experiment import analysis
-from slm_lab.experiment.layout import RunLayout
+from slm_lab.experiment.layout import RunLayout, prefix
 from slm_lab.lib import io
 from slm_lab.lib.logger import logger
 
@@ -69,7 +70,7 @@ class MetricsTracker:
 class RowsCsv:
     """A CSV file of rows, kept open while a session appends to them."""
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self.file: Any = None
 
@@ -94,11 +95,10 @@ class Recorder:
     """A session's rows and episodes, to files, TensorBoard and the console."""
 
     def __init__(
-        self, layout: RunLayout, trial: int, session: int, max_frame: int, episodes: bool
+        self, layout: RunLayout, trial: int, session: int, clock: Clock, episodes: bool
     ) -> None:
         """`episodes`: write every finished episode to the episodes CSV (session 0 does)."""
-        self.layout, self.trial, self.session = layout, trial, session
-        self.max_frame = max_frame
+        self.layout, self.trial, self.session, self.clock = layout, trial, session, clock
         self.csv = RowsCsv(layout.rows_csv(trial, session))
         self.eval_csv = RowsCsv(layout.rows_csv(trial, session, evaluation=True))
         self.episodes_path = layout.episodes_csv(trial, session) if episodes else None
@@ -119,7 +119,7 @@ class Recorder:
     def row(self, row: Row, rows: list[Row]) -> None:
         """A training row: the progress line, TensorBoard and the session CSV (`rows` all of
         them, the new one last)."""
-        logger.info(analysis.progress_line(row, self.max_frame))
+        logger.info(analysis.progress_line(row, self.clock.max_frame))
         writer = self.tb_writer()
         for k, v in row.items():
             if isinstance(v, int | float) and not math.isnan(v):
@@ -154,6 +154,17 @@ class Recorder:
 
             self.writer = SummaryWriter(str(self.layout.tb_dir(self.trial, self.session)))
         return self.writer
+
+    def analyze(self, rows: list[Row], baseline: float, suffix: str = "") -> dict[str, float]:
+        """The session metrics and graph of `rows` (training's, or with EVAL_SUFFIX the
+        evaluation's), written; returns the metrics."""
+        table = analysis.rows_table(rows)
+        metrics = analysis.session_metrics(table, baseline)
+        io.write_json(metrics, self.layout.session_metrics(self.trial, self.session, suffix))
+        title = prefix(self.layout.name, self.trial, self.session) + suffix
+        graph = self.layout.session_graph(self.trial, self.session, suffix)
+        analysis.plot_session(table, title, graph)
+        return metrics
 
     def close(self, rows: list[Row], eval_rows: list[Row] | None) -> None:
         if self.writer is not None:

@@ -45,7 +45,6 @@ from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
 from slm_lab.spec.search_space import SearchParam, quantize
 
-TUNE_DIR = io.SEARCH_STATE_DIR  # Tune's experiment state in the search folder: what resumes it
 KEEP_MODELS = 3  # trials that keep their model files, by total_reward_ma
 TOP_TRIALS = 5  # rows of the closing table
 # randn draws through the normal's inverse CDF of a uniform in [EPS, 1 - EPS]: +-6.4 sd
@@ -199,7 +198,8 @@ class Summary:
 def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
     """Run the search of `spec` (its seed set) in `search_dir`, or resume its unfinished trials."""
     search_dir = search_dir.resolve()
-    route_ray_logs(search_dir)
+    layout = RunLayout(search_dir, spec.name)
+    route_ray_logs(layout.ray_log)
     # Tune's per-trial CSV and TensorBoard files: the trial folders already hold the rows (its
     # JSON results stay: the result grid reads them)
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
@@ -210,7 +210,7 @@ def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
     )
     if resume:
         tuner = tune.Tuner.restore(
-            str(search_dir / TUNE_DIR),
+            str(layout.search_state),
             trainable,
             resume_unfinished=True,  # restarted from their first frame
             resume_errored=False,  # an errored trial would fail the same way
@@ -241,7 +241,7 @@ def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
                 reuse_actors=True,  # a trial's worker has Python, Ray Tune and its fork server up
             ),
             run_config=tune.RunConfig(
-                name=TUNE_DIR,
+                name=layout.search_state.name,
                 storage_path=str(search_dir),
                 callbacks=[Progress(spec.name), JsonLoggerCallback()],
                 verbose=0,
@@ -250,17 +250,17 @@ def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
     grid = tuner.fit()
     # the state Tune saved: after a Ctrl-C the trials it cut short are still running there (the
     # result grid says they terminated)
-    saved = saved_trials(search_dir)
+    saved = saved_trials(layout)
     if len(saved) < spec.meta.max_trial or any(t.status not in ENDED for t in saved):
         so_far = trials_so_far(spec, search_dir, saved)
-        io.write_text(table_text(so_far, spec), search_dir / io.PARTIAL_EXPERIMENT_DF)
+        io.write_text(table_text(so_far, spec), layout.partial_experiment_df)
         raise SearchStopped(so_far)
     return finish(spec, search_dir, [grid[i] for i in range(len(grid))])
 
 
-def saved_trials(search_dir: Path) -> list[Any]:
+def saved_trials(layout: RunLayout) -> list[Any]:
     """The trials as Tune last saved them in `search_dir`."""
-    return tune.ExperimentAnalysis(str(search_dir / TUNE_DIR)).trials
+    return tune.ExperimentAnalysis(str(layout.search_state)).trials
 
 
 def trials_so_far(spec: Spec, search_dir: Path, saved: list[Any]) -> list[dict[str, Any]]:
@@ -326,12 +326,12 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
     )
     keep = {t["trial"] for t in ranked[:KEEP_MODELS]}
     for t in trials:
-        model_dir = layout.trial_dir(t["trial"]).root / "model"
+        model_dir = layout.trial_dir(t["trial"]).model_dir
         if t["trial"] not in keep and model_dir.is_dir():
             for f in model_dir.iterdir():
                 f.unlink()
-    io.write_text(table_text(trials, spec), search_dir / io.EXPERIMENT_DF)
-    (search_dir / io.PARTIAL_EXPERIMENT_DF).unlink(missing_ok=True)  # an earlier stop's
+    io.write_text(table_text(trials, spec), layout.experiment_df)
+    layout.partial_experiment_df.unlink(missing_ok=True)  # an earlier stop's
     return Summary(trials, best, best_spec)
 
 

@@ -23,6 +23,7 @@ from slm_lab.env.clock import Clock
 from slm_lab.env.registry import backend_module
 from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.checkpointer import Checkpointer
+from slm_lab.experiment.dev_checks import DevChecks
 from slm_lab.experiment.evaluation import Evaluation
 from slm_lab.experiment.layout import EVAL_SUFFIX
 from slm_lab.experiment.pool import SessionTask
@@ -80,9 +81,8 @@ class Session:
             else None
         )
         writes_episodes = task.session == 0  # session 0 writes every finished episode
-        self.recorder = Recorder(
-            task.layout, task.trial, task.session, spec.env.max_frame, writes_episodes
-        )
+        self.recorder = Recorder(task.layout, task.trial, task.session, self.clock, writes_episodes)
+        self.dev_checks = DevChecks(self.clock, self.env.info, self.agent) if task.dev else None
         if writes_episodes:
             self.env.record_episodes()
         self.checkpointer = Checkpointer(task.layout, task.trial, task.session)
@@ -97,23 +97,18 @@ class Session:
         if not (self.task.resume and self.load()):
             self.env.reset()
             self.recorder.start()
-        if (native := self.env.uncapturable()) is not None:
+        if self.task.session == 0 and (native := self.env.uncapturable()) is not None:
             logger.warning(
                 f"the env's state {native} cannot be saved: a resume of this run restarts the episodes in progress"
             )
-        agent, env, clock, dev, request = (
-            self.agent,
-            self.env,
-            self.clock,
-            self.task.dev,
-            stop.REQUEST,
-        )
+        agent, env, clock, dev = self.agent, self.env, self.clock, self.dev_checks
+        request = stop.REQUEST
         while not clock.done():
             if request.signum is not None:
                 self.stop()
             t = env.step(agent.act(env.obs))
-            if dev:
-                self.dev_check_step(env.obs, t.actions, t.rewards)
+            if dev is not None:
+                dev.step(env.obs, t.actions, t.rewards)
             agent.update(t)
             if clock.frame >= self.next_ckpt or clock.done():
                 self.checkpoint()
@@ -144,8 +139,8 @@ class Session:
         self.write_episodes()
         if self.publish is not None:
             self.publish(row)
-        if self.task.dev:
-            self.dev_check_params()
+        if self.dev_checks is not None:
+            self.dev_checks.params()
         self.next_row = (self.clock.frame // self.log_frequency + 1) * self.log_frequency
         if not math.isnan(row["total_reward"]) and row["total_reward"] > self.best:
             self.best = row["total_reward"]
@@ -209,25 +204,6 @@ class Session:
         )
         return True
 
-    # -- dev-mode checks ---------------------------------------------------------------------
-    def dev_check_step(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
-        for name, x in (("observation", obs), ("action", actions), ("reward", rewards)):
-            if not np.all(np.isfinite(x)):
-                raise FloatingPointError(
-                    f"dev check: non-finite {name} at frame {self.clock.frame}"
-                )
-        info = self.env.info
-        if not info.is_discrete and actions.shape[1:] != info.action_space.shape:
-            raise ValueError(
-                f"dev check: action shape {actions.shape} does not match the action space"
-            )
-
-    def dev_check_params(self) -> None:
-        if bad := self.agent.nonfinite_param():
-            raise FloatingPointError(
-                f"dev check: non-finite parameter {bad} at frame {self.clock.frame}"
-            )
-
     # -- the end -----------------------------------------------------------------------------
     def close(self) -> None:
         eval_rows = None if self.evaluation is None else self.evaluation.rows
@@ -247,24 +223,12 @@ class Session:
         """Session metrics and graphs; the evaluation's first, as the training metrics file
         marks the session finished (a resumed trial keeps it)."""
         if self.evaluation is not None:
-            metrics = self.analyze(self.evaluation.rows, EVAL_SUFFIX)
+            metrics = self.recorder.analyze(self.evaluation.rows, self.baseline, EVAL_SUFFIX)
             logger.info(f"session_metrics{EVAL_SUFFIX}: {analysis.format_metrics(metrics)}")
-        metrics = self.analyze(self.tracker.rows, "")
+        metrics = self.recorder.analyze(self.tracker.rows, self.baseline)
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         logger.info(
             f"session_metrics: {analysis.format_metrics(metrics)} | peak_rss_mb:{peak_mb:.0f}"
-        )
-        return metrics
-
-    def analyze(self, rows: list[Row], suffix: str) -> dict[str, float]:
-        """Write the session metrics and graph of `rows` (training's, or with EVAL_SUFFIX the
-        evaluation's); returns the metrics."""
-        task, layout = self.task, self.task.layout
-        table = analysis.rows_table(rows)
-        metrics = analysis.session_metrics(table, self.baseline)
-        io.write_json(metrics, layout.session_metrics(task.trial, task.session, suffix))
-        analysis.plot_session(
-            table, task.prefix + suffix, layout.session_graph(task.trial, task.session, suffix)
         )
         return metrics
 

@@ -17,7 +17,9 @@ import numpy as np
 from loguru import logger
 
 from slm_lab import SPEC_DIR
+from slm_lab.env.clock import Clock
 from slm_lab.env.config import EnvConfig
+from slm_lab.env.registry import backend_module
 from slm_lab.lib.config import parse
 
 TABLE_PATH = SPEC_DIR / "_random_baseline.json"
@@ -75,9 +77,6 @@ def compute(
 ) -> float:
     """The mean return of `episodes` episodes of uniformly random actions, on the env as the
     backend that trains on it builds it (one env, no reward transforms)."""
-    from slm_lab.env.clock import Clock  # the env's backend: only when a baseline is computed
-    from slm_lab.env.registry import backend_module
-
     env_spec = {"name": name, "max_frame": 1, "max_t": max_t, "action_repeat": action_repeat}
     config = parse(EnvConfig, {**env_spec, **kwargs}, "env")
     env = backend_module(name).make(config, seed, Clock(config.max_frame, 1), gamma=1.0)

@@ -141,7 +141,7 @@ def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path)
     result = invoke(["run", str(path), NAME, f"train@{run_dir}"])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"error: {run_dir} is finished (max_frame 400); pass --max-frame to train it further"
+        f"error: {run_dir} is finished (max_frame 400); pass a larger --max-frame to train it further"
     ]
     result = invoke(["run", str(path), NAME, f"train@{run_dir}", "--max-frame", "600"])
     assert result.exit_code == 0, result.stderr
@@ -207,6 +207,29 @@ def test_render_without_a_display_is_one_line(
     assert not (in_tmp / "data").exists()
 
 
+def test_a_mode_alone_runs_the_demo_and_a_run_folder_alone_continues_it(in_tmp: Path) -> None:
+    """`run dev` is the demo in dev mode; `run train@<folder>` needs no spec file (the folder
+    has the spec); `train@latest` does, to know which runs to look at."""
+    result = invoke(["run", "dev", "--max-frame", "200"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    [run_dir] = run_dirs(in_tmp / "data")
+    assert run_dir.name.startswith("ppo_cartpole_demo_")
+    extended = invoke(["run", f"train@{run_dir}", "--max-frame", "400"])
+    assert extended.exit_code == 0, extended.stderr[-3000:]
+    assert read_session_df(run_dir)["frame"].iloc[-1] == 400
+    shorter = invoke(["run", f"train@{run_dir}", "--max-frame", "300"])
+    assert (shorter.exit_code, shorter.stderr) == (
+        2,
+        f"error: --max-frame 300: {run_dir} runs to max_frame 400; a run can be extended, not shortened\n",
+    )
+    latest = invoke(["run", "train@latest"])
+    assert latest.exit_code == 2
+    assert latest.stderr.startswith("error: train@latest: name the spec whose newest run to take")
+    missing = invoke(["run", f"enjoy@{run_dir}", "--session", "3"])
+    assert missing.exit_code == 2
+    assert missing.stderr.startswith(f"error: {run_dir}: session 3 of trial 0 has no checkpoint")
+
+
 def test_version_and_short_help() -> None:
     assert invoke(["--version"]).stdout == "slm-lab 6.0.0\n"
     assert "Usage: " in invoke(["-h"]).stdout and "Usage: " in invoke(["run", "-h"]).stdout
@@ -252,7 +275,7 @@ def wait_for_rows(run_root: Path, sessions: int, rows: int) -> None:
     raise TimeoutError("the run did not reach its checkpoints")
 
 
-def stop_line(err: str, path: Path, run_dir: Path, frames: int) -> int:
+def stop_line(err: str, run_dir: Path, frames: int) -> int:
     """The run's last stderr line says where it stopped and how to resume; the frame."""
     line = err.strip().splitlines()[-1]
     assert line.startswith("stopped at frame ") and line.endswith(
@@ -276,7 +299,7 @@ def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     _, err = stopped.communicate(timeout=STOP_TIMEOUT_S)
     assert stopped.returncode == 130, err
     [run_b] = run_dirs(in_tmp / "b")
-    frame = stop_line(err, path, run_b.relative_to(in_tmp), STOP_FRAMES)
+    frame = stop_line(err, run_b.relative_to(in_tmp), STOP_FRAMES)
     state = torch.load(
         run_b / "model" / f"{STOP_SPEC}_t0_s0_ckpt-latest_state.pt", weights_only=True
     )
@@ -312,7 +335,7 @@ def test_a_signal_to_the_process_group_through_uv_is_one_stop(tmp_path: Path) ->
     _, err = run.communicate(timeout=STOP_TIMEOUT_S)
     assert run.returncode == 130, err[-3000:]
     [run_dir] = run_dirs(tmp_path / "data")
-    stop_line(err, path, run_dir.relative_to(tmp_path), frames)
+    stop_line(err, run_dir.relative_to(tmp_path), frames)
     for s in (0, 1):
         state = torch.load(
             run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True
@@ -321,7 +344,16 @@ def test_a_signal_to_the_process_group_through_uv_is_one_stop(tmp_path: Path) ->
     assert _running_in_group(run.pid) == []
 
 
-def _running_in_group(pgid: int) -> list[str]:
+def _running_in_group(pgid: int, wait_s: float = 10.0) -> list[str]:
+    """The command lines of the processes of a process group still running after `wait_s`
+    (the fork server ends a moment after the run's process)."""
+    deadline = time.monotonic() + wait_s
+    while (running := _group(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return running
+
+
+def _group(pgid: int) -> list[str]:
     """The command lines of the processes of a process group still running (not zombies, which
     only wait for their parent to read their exit code)."""
     running = []
@@ -332,6 +364,24 @@ def _running_in_group(pgid: int) -> list[str]:
         except (ProcessLookupError, psutil.NoSuchProcess):
             continue
     return running
+
+
+def test_the_sessions_of_a_killed_run_save_and_end(tmp_path: Path) -> None:
+    """SIGKILL of the run's process alone, which no handler sees: its fork server ends with it,
+    and the sessions, told so by the kernel, save where they are and end."""
+    frames = 100 * STOP_FRAMES
+    path = stop_spec_file(tmp_path, sessions=2, frames=frames)
+    run = start(["run", str(path), STOP_SPEC, "train"], tmp_path)
+    wait_for_rows(tmp_path / "data", sessions=2, rows=3)
+    os.kill(run.pid, signal.SIGKILL)
+    run.communicate(timeout=STOP_TIMEOUT_S)
+    assert _running_in_group(run.pid, wait_s=STOP_TIMEOUT_S) == []
+    [run_dir] = run_dirs(tmp_path / "data")
+    for s in (0, 1):
+        state = torch.load(
+            run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True
+        )
+        assert state["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
 
 
 def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
@@ -345,7 +395,7 @@ def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
     _, err = stopped.communicate(timeout=STOP_TIMEOUT_S)
     assert stopped.returncode == 143, err
     [run_dir] = run_dirs(tmp_path / "data")
-    stop_line(err, path, run_dir.relative_to(tmp_path), frames)
+    stop_line(err, run_dir.relative_to(tmp_path), frames)
     for s in (0, 1):
         state = torch.load(
             run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True

@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 import torch
 from conftest import (
     TIMING_COLUMNS,
+    assert_same_run_files,
     check_progress_lines,
     invoke,
     load,
@@ -30,7 +32,7 @@ from conftest import (
 from loguru import logger
 
 from slm_lab.agent.algorithm.base import Algorithm
-from slm_lab.experiment import analysis, checkpointer
+from slm_lab.experiment import analysis, checkpointer, stop
 from slm_lab.experiment import session as session_module
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 from slm_lab.experiment.pool import SessionTask
@@ -281,6 +283,35 @@ def test_interrupted_run_resumes_to_the_same_data(
     metrics_b = json.loads(next((dir_b / "info").glob("*_t0_trial_metrics.json")).read_text())
     assert metrics_b == pytest.approx(metrics_a, nan_ok=True)
     assert trial_line(result.stdout) == f"trial_metrics: {format_metrics(metrics_b)}"
+
+
+def test_a_stop_between_rows_keeps_every_episode_and_resumes_to_the_same_files(
+    run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop request (Ctrl-C, SIGTERM) at STOP_FRAME, between the rows at 300 and 400: the
+    session saves there, with the episodes that ended after the row at 300 written, and the
+    resumed run ends with the files of the unbroken run."""
+    spec_file, dir_a = run_a
+    update = Algorithm.update
+
+    def update_then_stop(self: Algorithm, *args: object) -> None:
+        update(self, *args)
+        if self.clock.frame == STOP_FRAME:
+            stop.REQUEST.signum = signal.SIGTERM  # what the signal handler records
+
+    with contextlib.chdir(workdir):
+        before = set(run_dirs(Path("data")))
+        with monkeypatch.context() as m:
+            m.setattr(Algorithm, "update", update_then_stop)
+            stopped = invoke(["run", str(spec_file), RUN_NAME, "dev"])
+        assert stopped.exit_code == 143, stopped.stderr[-3000:]
+        dir_b = new_run(before)
+        episodes = pd.read_csv(episodes_csv(dir_b))
+        assert episodes["frame"].max() > 300  # ended after the last row, before the stop
+        assert read_session_df(dir_b)["frame"].iloc[-1] == 300
+        resumed = invoke(["run", f"train@{dir_b}"])
+        assert resumed.exit_code == 0, resumed.stderr[-3000:]
+    assert_same_run_files(dir_a, dir_b)
 
 
 def test_resume_rewrites_the_episodes_written_after_the_last_save(
