@@ -373,6 +373,7 @@ def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: s
     from slm_lab.experiment import (
         ray_cluster,  # Ray: after the input is known to be good
         record,
+        stop,
     )
     from slm_lab.experiment.layout import RunLayout
     from slm_lab.lib import logger as log_setup
@@ -407,7 +408,7 @@ def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: s
             f"search stopped; resume with: uv run slm-lab run search@{layout.root}",
             err=True,
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(stop.EXIT_CODES.get(e.signum, stop.EXIT_CODES[signal.SIGINT])) from None
     finally:
         if started:
             ray_cluster.stop_ray()

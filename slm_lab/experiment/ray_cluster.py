@@ -6,6 +6,7 @@ Ray while Tune and Optuna import.
 import logging
 import logging.handlers
 import os
+import signal
 from pathlib import Path
 
 import ray
@@ -56,9 +57,17 @@ def init_ray() -> bool:
     if address := os.environ.get("RAY_ADDRESS"):
         ray.init(address=address, **common)
     else:
-        ray.init(
-            num_cpus=machine_cpus(), num_gpus=machine_gpus(), include_dashboard=False, **common
-        )
+        # Ray's daemons (GCS, raylet) start in this process's group. A signal to the whole
+        # group (`timeout`, a scheduler) must reach this driver, which stops the search
+        # through them, and not kill them under it: they start with SIGTERM blocked, as Ray
+        # starts them with SIGINT blocked.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            ray.init(
+                num_cpus=machine_cpus(), num_gpus=machine_gpus(), include_dashboard=False, **common
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return True
 
 

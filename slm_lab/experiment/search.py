@@ -26,7 +26,7 @@ from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import AsyncHyperBandScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from slm_lab.experiment import analysis, record
+from slm_lab.experiment import analysis, record, stop
 from slm_lab.experiment.analysis import TRIAL_METRICS
 from slm_lab.experiment.layout import RunLayout
 from slm_lab.experiment.ray_cluster import concurrent_trials, route_ray_logs
@@ -57,12 +57,13 @@ COMPLETED, STOPPED, ERRORED = "completed", "stopped early at frame", "errored:"
 
 
 class SearchStopped(Exception):
-    """The search was interrupted (Ctrl-C) before every trial ended; Tune saved its state.
-    `trials` has the rows of the trials that had ended (see trials_so_far)."""
+    """The search was interrupted (Ctrl-C, SIGTERM: `signum`, None when Tune stopped on its
+    own) before every trial ended; Tune saved its state. `trials` has the rows of the trials
+    that had ended (see trials_so_far)."""
 
-    def __init__(self, trials: list[dict[str, Any]]) -> None:
+    def __init__(self, trials: list[dict[str, Any]], signum: int | None) -> None:
         super().__init__(f"{len(trials)} trials ended")
-        self.trials = trials
+        self.trials, self.signum = trials, signum
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,9 @@ def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
     # JSON results stay: the result grid reads them)
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     os.environ["TUNE_GLOBAL_CHECKPOINT_S"] = str(TUNE_STATE_SAVE_S)
+    # Ctrl-C and SIGTERM are handled as in a train run (stop.install): one request, however
+    # many times it is delivered, ends the search through Tune's graceful stop
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, spec=spec, search_dir=str(search_dir), log_level=log_level),
         {"cpu": spec.meta.trial_cpus, "gpu": spec.meta.trial_gpus},
@@ -247,14 +251,19 @@ def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
                 verbose=0,
             ),
         )
-    grid = tuner.fit()
+    handlers = stop.install(pass_on=False, give_up=True, on_request=stop.ask_tune_to_stop)
+    try:
+        grid = tuner.fit()
+    finally:
+        signum = stop.REQUEST.signum
+        stop.restore(handlers)
     # the state Tune saved: after a Ctrl-C the trials it cut short are still running there (the
     # result grid says they terminated)
     saved = saved_trials(layout)
     if len(saved) < spec.meta.max_trial or any(t.status not in ENDED for t in saved):
         so_far = trials_so_far(spec, search_dir, saved)
         io.write_text(table_text(so_far, spec), layout.partial_experiment_df)
-        raise SearchStopped(so_far)
+        raise SearchStopped(so_far, signum)
     return finish(spec, search_dir, [grid[i] for i in range(len(grid))])
 
 

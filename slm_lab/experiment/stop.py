@@ -33,10 +33,12 @@ class StopRequest:
 REQUEST = StopRequest()
 
 
-def install(pass_on: bool, give_up: bool) -> dict[int, Any]:
+def install(
+    pass_on: bool, give_up: bool, on_request: Callable[[], None] | None = None
+) -> dict[int, Any]:
     """Handle SIGINT and SIGTERM: record the request; `pass_on` sends it to the session
-    processes; `give_up` lets a second signal end the process at once. Returns the handlers it
-    replaced (for `restore`)."""
+    processes; `on_request` is called on it; `give_up` lets a second signal end the process at
+    once. Returns the handlers it replaced (for `restore`)."""
 
     def handle(signum: int, frame: FrameType | None) -> None:
         if REQUEST.signum is None:
@@ -44,11 +46,19 @@ def install(pass_on: bool, give_up: bool) -> dict[int, Any]:
             if pass_on:
                 for child in multiprocessing.active_children():
                     os.kill(child.pid, signum)
+            if on_request is not None:
+                on_request()
         elif give_up and time.monotonic() - REQUEST.at > REPEAT_S:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
     return {sig: signal.signal(sig, handle) for sig in SIGNALS}
+
+
+def ask_tune_to_stop() -> None:
+    """Ray Tune's own way to end a search gracefully (it saves the experiment's state, and the
+    trials that ran are stopped): SIGUSR1, which its run handles."""
+    os.kill(os.getpid(), signal.SIGUSR1)
 
 
 def restore(previous: dict[int, Callable | int | None]) -> None:

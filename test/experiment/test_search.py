@@ -22,12 +22,15 @@ import psutil
 import pytest
 from conftest import invoke, load, make_spec, run_dirs, write_spec_file
 
+from slm_lab import ROOT_DIR
 from slm_lab.experiment.analysis import TRIAL_METRICS
+from slm_lab.experiment.layout import RunLayout
 
 pytestmark = pytest.mark.ray
 
 NAME = "ppo_search"
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
+UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
 PNG_MAGIC = b"\x89PNG"
 CLUSTER_CPUS = 2
 GAMMA = "agent.algorithm.gamma"
@@ -239,7 +242,7 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     from slm_lab.spec import schema
 
     typed = schema.load({**spec, "name": NAME}, NAME)
-    [so_far] = trials_so_far(typed, search_dir, saved_trials(search_dir))
+    [so_far] = trials_so_far(typed, search_dir, saved_trials(RunLayout(search_dir, NAME)))
     assert (so_far["trial"], so_far["status"], so_far["frame"]) == (0, "completed", 400)
     assert (so_far["env.max_frame"], so_far["agent.net.init_fn"]) == (400, "orthogonal_")
     from slm_lab.cli.main import _print_trials  # what Ctrl-C prints of them
@@ -269,7 +272,7 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     assert "Traceback" in (search_dir / f"{NAME}_t2" / "log" / f"{NAME}_t2_s0.log").read_text()
     assert result.stdout.splitlines()[0] == "search: 3 trials | completed 2 | errored 1"
     # once every trial ended, the rows of a stop are the final table's (the error read back too)
-    ended = trials_so_far(typed, search_dir, saved_trials(search_dir))
+    ended = trials_so_far(typed, search_dir, saved_trials(RunLayout(search_dir, NAME)))
     assert [t["status"] for t in ended] == list(df["status"])
 
     again = invoke(["run", path, NAME, "search@latest"])
@@ -277,6 +280,56 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
         2,
         f"error: {search_dir.relative_to(in_tmp)} is finished: its trials are in {search_dir.relative_to(in_tmp) / 'experiment_df.csv'}\n",
     )
+
+
+def test_a_search_stopped_by_a_group_sigterm_through_uv_saves_and_says_how_to_resume(
+    in_tmp: Path,
+) -> None:
+    """`timeout` stops `uv run slm-lab ... search` by signalling its whole process group,
+    Ray's daemons that the search started included: the search still stops through Tune,
+    prints the resume line last, and leaves no process behind (no C++ stack dump of a Ray
+    daemon killed under it)."""
+    spec = search_spec({GAMMA + "__uniform": [0.9, 0.99]}, 2, 3, max_frame=10**6)
+    path = str(write_spec_file(in_tmp / "search.json", {NAME: spec}))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # Ray on this machine
+    args = [UV, "run", "--project", str(ROOT_DIR), "slm-lab", "run", path, NAME, "search"]
+    proc = subprocess.Popen(
+        [*args, "--data-dir", str(in_tmp / "data")],
+        cwd=ROOT_DIR,  # as the README runs it (Ray's uv hook ships this folder to its workers)
+        env={**env, MARK: str(os.getpid()), "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for(
+            lambda: list((in_tmp / "data").glob(f"*/{NAME}_t0/info/{NAME}_t0_s0_session_df.csv")),
+            "the first trial's rows",
+        )
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=3 * WAIT_S)
+    [search_dir] = run_dirs(in_tmp / "data")
+    assert proc.returncode == 143, err[-3000:]
+    assert err.strip().splitlines()[-1] == (
+        f"search stopped; resume with: uv run slm-lab run search@{search_dir}"
+    )
+    assert "SIGTERM received" not in err and "Traceback" not in err
+    assert (search_dir / "experiment_df_so_far.csv").is_file()
+    wait_for(lambda: not group_processes(proc.pid), "the search's processes to end")
+
+
+def group_processes(pgid: int) -> list[psutil.Process]:
+    """The processes of a process group still running (zombies aside)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return found
 
 
 def test_a_seed_gives_the_same_suggestions_and_each_draw_fits_its_distribution() -> None:
