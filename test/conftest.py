@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pandas as pd
 import pytest
 from loguru import logger
@@ -324,3 +325,34 @@ def bad_input(case: str, directory: Path) -> tuple[str, str, list[str], str]:
         )
     assert case == "malformed_set"
     return good, SPEC_NAME, ["max_frame"], fragment
+
+
+# -- test tiers --------------------------------------------------------------------------------
+# The slow families (markers registered in pyproject.toml): a test of any of them is also `slow`,
+# so `pytest -m "not slow"` is the fast tier.
+SLOW_FAMILIES = ("cli", "subprocess", "ray", "box2d", "mujoco", "atari")
+# an env's family by the module of its entry point; classic control and the tests' own envs: none
+ENV_FAMILIES = {
+    "gymnasium.envs.box2d.": "box2d",
+    "gymnasium.envs.mujoco.": "mujoco",
+    "ale_py.": "atari",
+}
+
+
+def family_marks(*env_ids: str) -> list[pytest.MarkDecorator]:
+    """The family markers of the envs a test builds (none for an id Gymnasium does not know)."""
+    families = set()
+    for env_id in env_ids:
+        try:
+            entry_point = str(gym.spec(env_id).entry_point)
+        except gym.error.Error:
+            continue
+        families |= {f for prefix, f in ENV_FAMILIES.items() if entry_point.startswith(prefix)}
+    return [getattr(pytest.mark, f) for f in sorted(families)]
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(family) for family in SLOW_FAMILIES):
+            item.add_marker(pytest.mark.slow)
