@@ -30,6 +30,7 @@ def record(run_dir: Path) -> dict:
 
 
 # -- overrides ---------------------------------------------------------------------------------
+@pytest.mark.cli
 def test_set_overrides_any_spec_path_and_is_recorded(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     result = invoke(
@@ -54,6 +55,7 @@ def test_set_overrides_any_spec_path_and_is_recorded(in_tmp: Path) -> None:
     assert rec["run_info"]["vars"] == {}
 
 
+@pytest.mark.cli
 def test_set_env_name_changes_the_env_and_the_run_name(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     result = invoke(["run", str(path), NAME, "dev", "-s", "env.name=Acrobot-v1"])
@@ -96,6 +98,7 @@ def test_set_a_whole_mapping(in_tmp: Path) -> None:
     assert (result.exit_code, result.stdout) == (0, f"ok: {NAME}\n")
 
 
+@pytest.mark.cli
 def test_shortcut_options(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     out = in_tmp / "elsewhere"
@@ -124,6 +127,7 @@ def test_a_schedule_shorter_than_the_run_is_warned_about(in_tmp: Path) -> None:
 
 
 # -- resuming ----------------------------------------------------------------------------------
+@pytest.mark.cli
 def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     assert invoke(["run", str(path), NAME, "dev"]).exit_code == 0
@@ -141,6 +145,7 @@ def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path)
     assert len(list((run_dir / "info").glob("*_session_df.csv"))) == 1  # still the dev run's one
 
 
+@pytest.mark.cli
 def test_resume_elsewhere_says_which_spec_it_uses(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     assert invoke(["run", str(path), NAME, "dev", "--max-frame", "200"]).exit_code == 0
@@ -151,6 +156,7 @@ def test_resume_elsewhere_says_which_spec_it_uses(in_tmp: Path) -> None:
     assert f"train@{run_dir} uses the spec recorded in {run_dir} ({NAME}), not" in result.stderr
 
 
+@pytest.mark.cli
 def test_resume_refuses_sets(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     assert invoke(["run", str(path), NAME, "dev", "--max-frame", "200"]).exit_code == 0
@@ -161,6 +167,7 @@ def test_resume_refuses_sets(in_tmp: Path) -> None:
 
 
 # -- conveniences ------------------------------------------------------------------------------
+@pytest.mark.cli
 def test_a_file_with_one_spec_needs_no_name_and_a_mode_can_follow_the_file(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     result = invoke(["run", str(path), "train", "--max-frame", "200", "--sessions", "1"])
@@ -174,6 +181,8 @@ def test_a_file_with_one_spec_needs_no_name_and_a_mode_can_follow_the_file(in_tm
     ]
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_enjoy_picks_a_session_and_latest(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     args = ["run", str(path), NAME, "train", "--max-frame", "200", "--sessions", "2"]
@@ -253,6 +262,8 @@ def stop_line(err: str, path: Path, run_dir: Path, frames: int) -> int:
     return frame
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     in_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -282,6 +293,8 @@ def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     pd.testing.assert_frame_equal(df_a, df_b)
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
     """`kill` of the trial's process alone: it passes the signal on to its two session
     processes, and each saves its full state at the frame it stopped at."""

@@ -114,6 +114,8 @@ def test_search_run_settings_are_checked_before_ray(
     assert run_dirs(in_tmp / "data") == []
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_search_folder_mistakes(in_tmp: Path) -> None:
     spec = search_spec(GOOD)
     path = str(write_spec_file(in_tmp / "search.json", {NAME: spec}))
@@ -138,6 +140,7 @@ def test_search_folder_mistakes(in_tmp: Path) -> None:
     assert run_dirs(in_tmp / "data") == [train_dir]
 
 
+@pytest.mark.subprocess
 def test_check_accepts_every_distribution_and_imports_no_ray(tmp_path: Path) -> None:
     """v5's flat and nested forms, each of Ray Tune's distributions; neither `check` nor a
     search refused by validation loads Ray."""

@@ -83,6 +83,7 @@ def check_run_folder(run_dir: Path, name: str, sessions: int, max_frame: int) ->
     return trial
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
 @pytest.mark.parametrize(
     "algo", ["random", "reinforce", "a2c_gae", "a2c_nstep", "ppo", "sil", "ppo_sil"]
@@ -124,6 +125,8 @@ def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
     check_progress_lines(result.stderr, f"{name}_t0_s0", df)
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_train_two_sessions_through_console_script(tmp_path: Path) -> None:
     """`slm-lab run ... train` in a fresh process: 2 sessions in parallel, seeds differ by session."""
     name = "ppo_cartpole"
@@ -202,6 +205,7 @@ def episodes_csv(run_dir: Path) -> Path:
     return run_dir / "info" / f"{RUN_NAME}_t0_s0_episodes.csv"
 
 
+@pytest.mark.cli
 def test_episodes_csv_lists_every_finished_episode(run_a: tuple[Path, Path]) -> None:
     _, run_dir = run_a
     episodes = pd.read_csv(episodes_csv(run_dir))
@@ -222,6 +226,7 @@ def test_episodes_csv_lists_every_finished_episode(run_a: tuple[Path, Path]) -> 
     assert episodes["length"].sum() <= RUN_FRAMES
 
 
+@pytest.mark.cli
 def test_same_seed_gives_same_rows(run_a: tuple[Path, Path], workdir: Path) -> None:
     spec_file, dir_a = run_a
     with contextlib.chdir(workdir):
@@ -253,6 +258,7 @@ def run_until_killed(spec_file: Path, name: str, monkeypatch: pytest.MonkeyPatch
     return new_run(before)
 
 
+@pytest.mark.cli
 def test_interrupted_run_resumes_to_the_same_data(
     run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -281,6 +287,7 @@ def test_interrupted_run_resumes_to_the_same_data(
     assert trial_line(result.stdout) == f"trial_metrics: {format_metrics(metrics_b)}"
 
 
+@pytest.mark.cli
 def test_resume_rewrites_the_episodes_written_after_the_last_save(
     run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,6 +331,7 @@ def snapshot(folder: Path) -> dict[str, tuple[int, str]]:
     }
 
 
+@pytest.mark.cli
 def test_enjoy_writes_its_own_folder(run_a: tuple[Path, Path], workdir: Path) -> None:
     spec_file, dir_a = run_a
     before_files = snapshot(dir_a)
@@ -373,6 +381,7 @@ def run_eval(workdir: Path) -> tuple[Path, Path, str]:
     return spec_file, run_dir, result.stdout
 
 
+@pytest.mark.cli
 def test_evaluation_leaves_the_training_rows_as_they_are(
     run_a: tuple[Path, Path], run_eval: tuple[Path, Path, str]
 ) -> None:
@@ -385,6 +394,7 @@ def test_evaluation_leaves_the_training_rows_as_they_are(
     assert not [p for p in dir_a.rglob("*") if "eval" in p.name]
 
 
+@pytest.mark.cli
 def test_evaluation_rows_metrics_logs_and_graphs(run_eval: tuple[Path, Path, str]) -> None:
     spec_file, run_dir, stdout = run_eval
     df = read_eval_df(run_dir, EVAL_NAME)
@@ -438,6 +448,7 @@ def test_evaluation_rows_metrics_logs_and_graphs(run_eval: tuple[Path, Path, str
         assert [e.value for e in scalars] == pytest.approx(df[key].tolist(), rel=1e-6)
 
 
+@pytest.mark.cli
 def test_interrupted_run_with_evaluation_resumes_to_the_same_eval_rows(
     run_eval: tuple[Path, Path, str], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -464,6 +475,7 @@ def test_interrupted_run_with_evaluation_resumes_to_the_same_eval_rows(
     )
 
 
+@pytest.mark.cli
 def test_random_evaluates_every_log_frequency_by_default(in_tmp: Path) -> None:
     """eval_frequency null: an evaluation at each checkpoint. Random acts by sampling the action
     space: the training env's draws stay the same."""

@@ -25,8 +25,6 @@ from conftest import invoke, load, make_spec, run_dirs, write_spec_file
 
 from slm_lab.experiment.analysis import TRIAL_METRICS
 
-pytestmark = pytest.mark.ray
-
 NAME = "ppo_search"
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 PNG_MAGIC = b"\x89PNG"
@@ -95,6 +93,8 @@ def marked(p: psutil.Process) -> bool:
         return False
 
 
+@pytest.mark.ray
+@pytest.mark.cli
 def test_asha_stops_the_trials_that_cannot_learn(ray_address: str, in_tmp: Path) -> None:
     """4 trials x 2 seeds; env.max_t 8 caps every episode at a return of 8, so ASHA stops
     those trials at its first rung (200 frames), where the trial before reached ~19."""
@@ -189,6 +189,9 @@ def trial_statuses(search_dir: Path) -> list[str]:
     return [json.loads(t)["status"] for t, _ in trials]
 
 
+@pytest.mark.ray
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_a_killed_search_resumes_only_its_unfinished_trials(
     ray_address: str, in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -316,6 +319,7 @@ def test_a_seed_gives_the_same_suggestions_and_each_draw_fits_its_distribution()
     }
 
 
+@pytest.mark.subprocess
 def test_a_trial_whose_session_dies_fails_with_its_exit_code() -> None:
     """A session process killed from outside (the OOM killer, say) sends no last message."""
     from slm_lab.experiment import search_trial
@@ -366,6 +370,7 @@ def test_as_many_trials_start_at_once_as_the_cluster_runs(monkeypatch: pytest.Mo
     assert ray_cluster.concurrent_trials(load(spec)) == 3
 
 
+@pytest.mark.subprocess
 def test_a_trial_worker_and_the_driver_import_no_torch() -> None:
     """A trial's Ray worker loads search_trial (Tune's trainable) and the driver loads search:
     neither imports torch (the sessions' fork server does); Ray starts without Tune; a session
