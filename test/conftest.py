@@ -3,9 +3,12 @@
 import contextlib
 import copy
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import pandas as pd
@@ -356,3 +359,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(family) for family in SLOW_FAMILIES):
             item.add_marker(pytest.mark.slow)
+
+
+# -- shared runs: one small run of a kind, for the tests that assert different things about it --
+# under xdist, the tests of one run are in its xdist_group, so one worker makes it
+SLM_LAB = str(Path(sys.executable).parent / "slm-lab")  # the installed console script
+TWO_SESSIONS = "ppo_cartpole"
+
+
+class ConsoleRun(NamedTuple):
+    spec_file: Path
+    run_dir: Path
+    proc: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="session")
+def two_session_run(tmp_path_factory: pytest.TempPathFactory) -> ConsoleRun:
+    """`slm-lab run ... train` of a PPO CartPole spec in a fresh process: 2 sessions in
+    parallel (spawned processes), 400 frames each. xdist_group: "two_sessions"."""
+    workdir = tmp_path_factory.mktemp("two_sessions")
+    spec = make_spec("ppo", max_session=2, random_seed=7)
+    spec_file = write_spec_file(workdir / "spec.json", {TWO_SESSIONS: spec})
+    proc = subprocess.run(
+        [SLM_LAB, "run", str(spec_file), TWO_SESSIONS, "train", "--log-level", "WARNING"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [run_dir] = run_dirs(workdir / "data")
+    return ConsoleRun(spec_file, run_dir, proc)

@@ -12,7 +12,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import TIMING_COLUMNS, invoke, make_spec, read_session_df, run_dirs, write_spec_file
+from conftest import (
+    TIMING_COLUMNS,
+    TWO_SESSIONS,
+    ConsoleRun,
+    invoke,
+    make_spec,
+    read_session_df,
+    run_dirs,
+    write_spec_file,
+)
 
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 NAME = "ppo_bench"
@@ -183,15 +192,18 @@ def test_a_file_with_one_spec_needs_no_name_and_a_mode_can_follow_the_file(in_tm
 
 @pytest.mark.cli
 @pytest.mark.subprocess
-def test_enjoy_picks_a_session_and_latest(in_tmp: Path) -> None:
-    path = spec_file(in_tmp)
-    args = ["run", str(path), NAME, "train", "--max-frame", "200", "--sessions", "2"]
-    assert invoke(args).exit_code == 0
+@pytest.mark.xdist_group("two_sessions")
+def test_enjoy_picks_a_session_and_latest(
+    two_session_run: ConsoleRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, run_dir, _ = two_session_run
+    monkeypatch.chdir(run_dir.parent.parent)  # enjoy@latest: the newest run in data/
     for mode, session in (("enjoy@latest", "1"), ("enjoy@latest", "0")):
-        result = invoke(["run", str(path), NAME, mode, "--session", session, "--episodes", "2"])
+        args = ["run", str(path), TWO_SESSIONS, mode, "--session", session, "--episodes", "2"]
+        result = invoke(args)
         assert result.exit_code == 0, result.stderr
         assert f"_t0_s{session}_ckpt-" in result.stdout
-    result = invoke(["run", str(path), NAME, "enjoy@latest", "--episodes", "0"])
+    result = invoke(["run", str(path), TWO_SESSIONS, "enjoy@latest", "--episodes", "0"])
     assert (result.exit_code, result.stderr) == (2, "error: --episodes 0: must be >= 1\n")
 
 

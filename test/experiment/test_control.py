@@ -9,8 +9,6 @@ import hashlib
 import json
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,8 @@ import pytest
 import torch
 from conftest import (
     TIMING_COLUMNS,
+    TWO_SESSIONS,
+    ConsoleRun,
     check_progress_lines,
     invoke,
     load,
@@ -33,7 +33,6 @@ from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.experiment import analysis, control
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 
-SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 PNG_MAGIC = b"\x89PNG"
 # vector-env steps x num_envs = 400 frames; rows at 100, 200, 300, 400
 FRAMES = [100, 200, 300, 400]
@@ -127,23 +126,12 @@ def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
 
 @pytest.mark.cli
 @pytest.mark.subprocess
-def test_train_two_sessions_through_console_script(tmp_path: Path) -> None:
+@pytest.mark.xdist_group("two_sessions")
+def test_train_two_sessions_through_console_script(two_session_run: ConsoleRun) -> None:
     """`slm-lab run ... train` in a fresh process: 2 sessions in parallel, seeds differ by session."""
-    name = "ppo_cartpole"
-    spec_file = write_spec_file(
-        tmp_path / "spec.json", {name: make_spec("ppo", max_session=2, random_seed=7)}
-    )
-    proc = subprocess.run(
-        [SLM_LAB, "run", str(spec_file), name, "train", "--log-level", "WARNING"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, run_dir, proc = two_session_run
+    name = TWO_SESSIONS
     assert "Traceback" not in proc.stderr
-    [run_dir] = run_dirs(tmp_path / "data")
     trial = check_run_folder(run_dir, name, 2, 400)
     assert trial_line(proc.stdout) == f"trial_metrics: {format_metrics(trial)}"
     assert math.isfinite(trial["consistency"])
