@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import pandas as pd
 import pytest
+import torch
 from loguru import logger
 from typer.testing import CliRunner, Result
 
@@ -354,15 +355,32 @@ def family_marks(*env_ids: str) -> list[pytest.MarkDecorator]:
     return [getattr(pytest.mark, f) for f in sorted(families)]
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+# under xdist, the tests that use a shared run (a module- or session-scoped fixture that trains or
+# starts Ray) go to one worker, the one that makes it: fixture name -> xdist_group
+SHARED_RUNS = {
+    "ray_address": "ray",
+    "two_session_run": "two_sessions",
+    "run_a": "control_runs",
+    "run_eval": "control_runs",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects and xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(family) for family in SLOW_FAMILIES):
             item.add_marker(pytest.mark.slow)
+        for group in {SHARED_RUNS[f] for f in item.fixturenames if f in SHARED_RUNS}:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_configure() -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # one torch thread, as a session has (meta.num_threads): workers share the cores
+        torch.set_num_threads(1)
 
 
 # -- shared runs: one small run of a kind, for the tests that assert different things about it --
-# under xdist, the tests of one run are in its xdist_group, so one worker makes it
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")  # the installed console script
 TWO_SESSIONS = "ppo_cartpole"
 
@@ -376,7 +394,7 @@ class ConsoleRun(NamedTuple):
 @pytest.fixture(scope="session")
 def two_session_run(tmp_path_factory: pytest.TempPathFactory) -> ConsoleRun:
     """`slm-lab run ... train` of a PPO CartPole spec in a fresh process: 2 sessions in
-    parallel (spawned processes), 400 frames each. xdist_group: "two_sessions"."""
+    parallel (spawned processes), 400 frames each."""
     workdir = tmp_path_factory.mktemp("two_sessions")
     spec = make_spec("ppo", max_session=2, random_seed=7)
     spec_file = write_spec_file(workdir / "spec.json", {TWO_SESSIONS: spec})

@@ -192,7 +192,6 @@ def test_a_file_with_one_spec_needs_no_name_and_a_mode_can_follow_the_file(in_tm
 
 @pytest.mark.cli
 @pytest.mark.subprocess
-@pytest.mark.xdist_group("two_sessions")
 def test_enjoy_picks_a_session_and_latest(
     two_session_run: ConsoleRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:

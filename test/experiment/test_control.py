@@ -126,7 +126,6 @@ def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
 
 @pytest.mark.cli
 @pytest.mark.subprocess
-@pytest.mark.xdist_group("two_sessions")
 def test_train_two_sessions_through_console_script(two_session_run: ConsoleRun) -> None:
     """`slm-lab run ... train` in a fresh process: 2 sessions in parallel, seeds differ by session."""
     _, run_dir, proc = two_session_run
