@@ -3,11 +3,15 @@
 import contextlib
 import copy
 import json
+import os
+import subprocess
+import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import gymnasium as gym
 import pandas as pd
 import pytest
 import torch
@@ -392,3 +396,83 @@ def bad_input(case: str, directory: Path) -> tuple[str, str, list[str], str]:
         )
     assert case == "malformed_set"
     return good, SPEC_NAME, ["max_frame"], fragment
+
+
+# -- test tiers --------------------------------------------------------------------------------
+# The slow families (markers registered in pyproject.toml): a test of any of them is also `slow`,
+# so `pytest -m "not slow"` is the fast tier.
+SLOW_FAMILIES = ("cli", "subprocess", "ray", "box2d", "mujoco", "atari")
+# an env's family by the module of its entry point; classic control and the tests' own envs: none
+ENV_FAMILIES = {
+    "gymnasium.envs.box2d.": "box2d",
+    "gymnasium.envs.mujoco.": "mujoco",
+    "ale_py.": "atari",
+}
+
+
+def family_marks(*env_ids: str) -> list[pytest.MarkDecorator]:
+    """The family markers of the envs a test builds (none for an id Gymnasium does not know)."""
+    families = set()
+    for env_id in env_ids:
+        try:
+            entry_point = str(gym.spec(env_id).entry_point)
+        except gym.error.Error:
+            continue
+        families |= {f for prefix, f in ENV_FAMILIES.items() if entry_point.startswith(prefix)}
+    return [getattr(pytest.mark, f) for f in sorted(families)]
+
+
+# under xdist, the tests that use a shared run (a module- or session-scoped fixture that trains or
+# starts Ray) go to one worker, the one that makes it: fixture name -> xdist_group
+SHARED_RUNS = {
+    "ray_address": "ray",
+    "two_session_run": "two_sessions",
+    "run_a": "control_runs",
+    "run_eval": "control_runs",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects and xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(family) for family in SLOW_FAMILIES):
+            item.add_marker(pytest.mark.slow)
+        for group in {SHARED_RUNS[f] for f in item.fixturenames if f in SHARED_RUNS}:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_configure() -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # one torch thread, as a session has (meta.num_threads): workers share the cores
+        torch.set_num_threads(1)
+
+
+# -- shared runs: one small run of a kind, for the tests that assert different things about it --
+SLM_LAB = str(Path(sys.executable).parent / "slm-lab")  # the installed console script
+TWO_SESSIONS = "ppo_cartpole"
+
+
+class ConsoleRun(NamedTuple):
+    spec_file: Path
+    run_dir: Path
+    proc: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="session")
+def two_session_run(tmp_path_factory: pytest.TempPathFactory) -> ConsoleRun:
+    """`slm-lab run ... train` of a PPO CartPole spec in a fresh process: 2 sessions in
+    parallel (spawned processes), 400 frames each."""
+    workdir = tmp_path_factory.mktemp("two_sessions")
+    spec = make_spec("ppo", max_session=2, random_seed=7)
+    spec_file = write_spec_file(workdir / "spec.json", {TWO_SESSIONS: spec})
+    proc = subprocess.run(
+        [SLM_LAB, "run", str(spec_file), TWO_SESSIONS, "train", "--log-level", "WARNING"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [run_dir] = run_dirs(workdir / "data")
+    return ConsoleRun(spec_file, run_dir, proc)

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import make_spec, write_spec_file
 
 from slm_lab import ROOT_DIR
@@ -33,6 +34,7 @@ def test_torch_names_table_matches_the_installed_torch() -> None:
     assert "orthogonal_" in torch_names()["init_fns"]
 
 
+@pytest.mark.subprocess
 def test_cli_and_validation_import_no_torch() -> None:
     code = (
         "import sys\n"
@@ -47,6 +49,8 @@ def test_cli_and_validation_import_no_torch() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_a_training_run_imports_no_dynamo_nor_pandas(tmp_path: Path) -> None:
     """torch.optim would import torch._dynamo (seconds, 170 MB) at the first optimizer; the
     metrics need no pandas. A PPO and a SAC dev run in one fresh process."""

@@ -117,6 +117,7 @@ def fill(algo: Algorithm) -> None:
         algo.memory.add(env.step(env.info.sample_actions()))
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("algo", ["ppo", "a2c_gae", "DQN", "SoftActorCritic"])
 def test_one_env_batch_norm_run_through_cli(algo: str, in_tmp: Path) -> None:
     """One env acts on a batch of one observation: in train mode batch norm cannot normalize it."""

@@ -187,6 +187,7 @@ class Interrupted(BaseException):
     """Stands in for a kill: the session stops between two steps, uncaught."""
 
 
+@pytest.mark.cli
 def test_percentile_run_finishes_and_resumes_to_the_same_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -403,7 +403,11 @@ def test_critic_net_keys_are_checked(tmp_path: Path) -> None:
     ("path", "name"),
     [
         ("benchmark/sac/sac_pendulum.json", "sac_pendulum"),
-        ("benchmark/sac/sac_lunar_continuous.json", "sac_lunar_continuous"),
+        pytest.param(
+            "benchmark/sac/sac_lunar_continuous.json",
+            "sac_lunar_continuous",
+            marks=pytest.mark.box2d,
+        ),
         ("benchmark/crossq/crossq_cartpole.json", "crossq_cartpole"),
         ("benchmark/crossq/crossq_pendulum.json", "crossq_pendulum"),
     ],
@@ -414,6 +418,7 @@ def test_benchmark_specs_validate(path: str, name: str) -> None:
 
 
 # -- runs through the CLI ----------------------------------------------------------------------
+@pytest.mark.cli
 @pytest.mark.parametrize("env_name", ["Pendulum-v1", "CartPole-v1"])
 @pytest.mark.parametrize("algo_name", ["SoftActorCritic", "CrossQ"])
 def test_smoke_dev_run(algo_name: str, env_name: str, in_tmp: Path) -> None:
@@ -446,6 +451,7 @@ class Interrupted(BaseException):
     """Stands in for a kill: the session stops between two steps, uncaught."""
 
 
+@pytest.mark.cli
 def test_interrupted_sac_run_resumes_to_the_same_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -284,6 +284,7 @@ class Interrupted(BaseException):
     """Stands in for a kill: the session stops between two steps, uncaught."""
 
 
+@pytest.mark.cli
 def test_interrupted_ppo_sil_run_resumes_to_the_same_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,8 @@ import psutil
 import pytest
 import torch
 from conftest import (
+    TWO_SESSIONS,
+    ConsoleRun,
     assert_same_run_files,
     invoke,
     make_spec,
@@ -40,6 +42,7 @@ def record(run_dir: Path) -> dict:
 
 
 # -- overrides ---------------------------------------------------------------------------------
+@pytest.mark.cli
 def test_set_overrides_any_spec_path_and_is_recorded(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     result = invoke(
@@ -64,6 +67,7 @@ def test_set_overrides_any_spec_path_and_is_recorded(in_tmp: Path) -> None:
     assert rec["run_info"]["vars"] == {}
 
 
+@pytest.mark.cli
 def test_set_env_name_changes_the_env_and_the_run_name(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     result = invoke(["run", str(path), NAME, "dev", "-s", "env.name=Acrobot-v1"])
@@ -106,6 +110,7 @@ def test_set_a_whole_mapping(in_tmp: Path) -> None:
     assert (result.exit_code, result.stdout) == (0, f"ok: {NAME}\n")
 
 
+@pytest.mark.cli
 def test_shortcut_options(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     out = in_tmp / "elsewhere"
@@ -134,6 +139,7 @@ def test_a_schedule_shorter_than_the_run_is_warned_about(in_tmp: Path) -> None:
 
 
 # -- resuming ----------------------------------------------------------------------------------
+@pytest.mark.cli
 def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     assert invoke(["run", str(path), NAME, "dev"]).exit_code == 0
@@ -151,6 +157,7 @@ def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path)
     assert len(list((run_dir / "info").glob("*_session_df.csv"))) == 1  # still the dev run's one
 
 
+@pytest.mark.cli
 def test_resume_elsewhere_says_which_spec_it_uses(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     assert invoke(["run", str(path), NAME, "dev", "--max-frame", "200"]).exit_code == 0
@@ -161,6 +168,7 @@ def test_resume_elsewhere_says_which_spec_it_uses(in_tmp: Path) -> None:
     assert f"train@{run_dir} uses the spec recorded in {run_dir} ({NAME}), not" in result.stderr
 
 
+@pytest.mark.cli
 def test_resume_refuses_sets(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     assert invoke(["run", str(path), NAME, "dev", "--max-frame", "200"]).exit_code == 0
@@ -171,6 +179,7 @@ def test_resume_refuses_sets(in_tmp: Path) -> None:
 
 
 # -- conveniences ------------------------------------------------------------------------------
+@pytest.mark.cli
 def test_a_file_with_one_spec_needs_no_name_and_a_mode_can_follow_the_file(in_tmp: Path) -> None:
     path = spec_file(in_tmp)
     result = invoke(["run", str(path), "train", "--max-frame", "200", "--sessions", "1"])
@@ -184,15 +193,19 @@ def test_a_file_with_one_spec_needs_no_name_and_a_mode_can_follow_the_file(in_tm
     ]
 
 
-def test_enjoy_picks_a_session_and_latest(in_tmp: Path) -> None:
-    path = spec_file(in_tmp)
-    args = ["run", str(path), NAME, "train", "--max-frame", "200", "--sessions", "2"]
-    assert invoke(args).exit_code == 0
+@pytest.mark.cli
+@pytest.mark.subprocess
+def test_enjoy_picks_a_session_and_latest(
+    two_session_run: ConsoleRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, run_dir, _ = two_session_run
+    monkeypatch.chdir(run_dir.parent.parent)  # enjoy@latest: the newest run in data/
     for mode, session in (("enjoy@latest", "1"), ("enjoy@latest", "0")):
-        result = invoke(["run", str(path), NAME, mode, "--session", session, "--episodes", "2"])
+        args = ["run", str(path), TWO_SESSIONS, mode, "--session", session, "--episodes", "2"]
+        result = invoke(args)
         assert result.exit_code == 0, result.stderr
         assert f"_t0_s{session}_ckpt-" in result.stdout
-    result = invoke(["run", str(path), NAME, "enjoy@latest", "--episodes", "0"])
+    result = invoke(["run", str(path), TWO_SESSIONS, "enjoy@latest", "--episodes", "0"])
     assert (result.exit_code, result.stderr) == (2, "error: --episodes 0: must be >= 1\n")
 
 
@@ -207,6 +220,7 @@ def test_render_without_a_display_is_one_line(
     assert not (in_tmp / "data").exists()
 
 
+@pytest.mark.cli
 def test_a_mode_alone_runs_the_demo_and_a_run_folder_alone_continues_it(in_tmp: Path) -> None:
     """`run dev` is the demo in dev mode; `run train@<folder>` needs no spec file (the folder
     has the spec); `train@latest` does, to know which runs to look at."""
@@ -286,6 +300,8 @@ def stop_line(err: str, run_dir: Path, frames: int) -> int:
     return frame
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     in_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -315,6 +331,8 @@ def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     assert_same_run_files(run_a, run_b)
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_a_signal_to_the_process_group_through_uv_is_one_stop(tmp_path: Path) -> None:
     """`timeout`, schedulers and a terminal signal the whole process group, and uv passes the
     signal on to slm-lab once more a moment later: one stop. Every session saves, the resume
@@ -366,6 +384,8 @@ def _group(pgid: int) -> list[str]:
     return running
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_the_sessions_of_a_killed_run_save_and_end(tmp_path: Path) -> None:
     """SIGKILL of the run's process alone, which no handler sees: its fork server ends with it,
     and the sessions, told so by the kernel, save where they are and end."""
@@ -384,6 +404,8 @@ def test_the_sessions_of_a_killed_run_save_and_end(tmp_path: Path) -> None:
         assert state["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
     """`kill` of the trial's process alone: it passes the signal on to its two session
     processes, and each saves its full state at the frame it stopped at."""

@@ -174,6 +174,7 @@ def test_v5_keys_v5_never_read_warn(path: str, meaning: str, in_tmp: Path) -> No
     )
 
 
+@pytest.mark.box2d
 def test_lunar_continuous_kwarg_passes_to_gymnasium(in_tmp: Path) -> None:
     spec = make_spec("ppo", "LunarLander-v3")
     spec["env"]["continuous"] = True

@@ -109,6 +109,7 @@ def test_check_substitutes_vars(in_tmp: Path) -> None:
     assert invoke(["check", str(path), "-s", "env=Acrobot-v1"]).stdout == f"ok: {SPEC_NAME}\n"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("case", "command"),
     [("unknown_key", "run"), ("invalid_yaml", "check")],

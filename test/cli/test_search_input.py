@@ -114,10 +114,13 @@ def test_search_run_settings_are_checked_before_ray(
     assert run_dirs(in_tmp / "data") == []
 
 
+@pytest.mark.cli
 def test_search_folder_mistakes(in_tmp: Path) -> None:
     spec = search_spec(GOOD)
     path = str(write_spec_file(in_tmp / "search.json", {NAME: spec}))
-    assert invoke(["run", path, NAME, "train", "--max-frame", "100"]).exit_code == 0
+    # one session runs in this process (none spawned): a train folder all the same
+    args = ["run", path, NAME, "train", "--max-frame", "100", "--sessions", "1"]
+    assert invoke(args).exit_code == 0
     [train_dir] = run_dirs(in_tmp / "data")
     cases = [
         (
@@ -138,6 +141,7 @@ def test_search_folder_mistakes(in_tmp: Path) -> None:
     assert run_dirs(in_tmp / "data") == [train_dir]
 
 
+@pytest.mark.subprocess
 def test_check_accepts_every_distribution_and_imports_no_ray(tmp_path: Path) -> None:
     """v5's flat and nested forms, each of Ray Tune's distributions; neither `check` nor a
     search refused by validation loads Ray."""

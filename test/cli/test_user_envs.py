@@ -76,6 +76,7 @@ def user_spec(env_name: str, algo: str = "ppo", **env_kwargs: object) -> dict:
     return spec
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(
     "obs_kind", ["box_1d", "box_2d", "discrete", "multi_discrete", "multi_binary", "dict", "tuple"]
 )
@@ -97,6 +98,7 @@ def test_unflattenable_observation_space_is_refused(user_env: str, in_tmp: Path)
     ]
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("algo", ["ppo", "random"])
 def test_discrete_actions_that_do_not_start_at_zero(algo: str, user_env: str, in_tmp: Path) -> None:
     """The env asserts every action is in its space (3 actions from 5): acting and the random
@@ -118,6 +120,7 @@ def test_unknown_module_is_one_line(in_tmp: Path) -> None:
     ]
 
 
+@pytest.mark.cli
 def test_crashing_session_prints_its_last_line(user_env: str, in_tmp: Path) -> None:
     path = write_spec_file(in_tmp / "s.json", {"user": user_spec(user_env, crash_at=30)})
     result = invoke(["run", str(path), "user", "dev"])
@@ -131,6 +134,8 @@ def test_crashing_session_prints_its_last_line(user_env: str, in_tmp: Path) -> N
     assert "Traceback" in log and "RuntimeError: the user's env broke at step 30" in log
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_module_env_in_parallel_sessions_through_console_script(tmp_path: Path) -> None:
     """`module:EnvId` from PYTHONPATH in a fresh process whose sessions are spawned processes."""
     (tmp_path / f"{MODULE}.py").write_text(ENV_SOURCE)

@@ -7,6 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import make_spec, read_session_df, run_dirs, write_spec_file
 
 from slm_lab import ROOT_DIR
@@ -26,6 +27,8 @@ def uv_slm_lab(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_check_dev_enjoy_resume_and_a_mistake_through_uv_run(tmp_path: Path) -> None:
     spec_file = str(write_spec_file(tmp_path / "uv.json", {"uv_ppo": make_spec("ppo")}))
     data = str(tmp_path / "data")

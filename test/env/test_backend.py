@@ -102,6 +102,7 @@ def test_a_registered_family_claims_its_ids(corridor: None) -> None:
     assert registry.family_of("CartPole-v1").name == "Gymnasium"  # the catch-all still follows
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_ppo_and_dqn_train_on_a_numpy_backend_through_the_cli(
     algo: str, corridor: None, in_tmp: Path
@@ -123,6 +124,7 @@ def test_ppo_and_dqn_train_on_a_numpy_backend_through_the_cli(
     assert metrics["frame"] == max_frame
 
 
+@pytest.mark.cli
 def test_a_numpy_backend_resumes_exactly(corridor: None, in_tmp: Path) -> None:
     spec = corridor_spec("ppo", 2000)
     spec_file = write_spec_file(in_tmp / "corridor.json", {"ppo": spec})

@@ -375,8 +375,12 @@ def test_stacked_observations_resume_exactly() -> None:
 @pytest.mark.parametrize(
     ("name", "path"),
     [
-        ("LunarLander-v3", "unwrapped.envs[0].unwrapped.world"),
-        ("InvertedPendulum-v5", "unwrapped.envs[0].unwrapped.model"),
+        pytest.param(
+            "LunarLander-v3", "unwrapped.envs[0].unwrapped.world", marks=pytest.mark.box2d
+        ),
+        pytest.param(
+            "InvertedPendulum-v5", "unwrapped.envs[0].unwrapped.model", marks=pytest.mark.mujoco
+        ),
     ],
 )
 def test_native_gymnasium_env_is_named_and_its_state_still_saves(name: str, path: str) -> None:

@@ -229,6 +229,7 @@ def test_recorded_episodes_are_the_finished_ones() -> None:
     env.close()
 
 
+@pytest.mark.box2d
 def test_non_capturable_env_resumes_with_fresh_episodes_and_kept_statistics() -> None:
     """Box2D state is native: resume keeps finished-episode stats and reward normalizer, not episode state."""
     spec = {"name": "LunarLander-v3", "num_envs": 2, "max_frame": 10000, "normalize_reward": True}

@@ -10,8 +10,6 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,8 @@ import pytest
 import torch
 from conftest import (
     TIMING_COLUMNS,
+    TWO_SESSIONS,
+    ConsoleRun,
     assert_same_run_files,
     check_progress_lines,
     invoke,
@@ -37,7 +37,6 @@ from slm_lab.experiment import session as session_module
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 from slm_lab.experiment.pool import SessionTask
 
-SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 PNG_MAGIC = b"\x89PNG"
 # vector-env steps x num_envs = 400 frames; rows at 100, 200, 300, 400
 FRAMES = [100, 200, 300, 400]
@@ -87,6 +86,7 @@ def check_run_folder(run_dir: Path, name: str, sessions: int, max_frame: int) ->
     return trial
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
 @pytest.mark.parametrize(
     "algo", ["random", "reinforce", "a2c_gae", "a2c_nstep", "ppo", "sil", "ppo_sil"]
@@ -128,23 +128,13 @@ def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
     check_progress_lines(result.stderr, f"{name}_t0_s0", df)
 
 
-def test_train_two_sessions_through_console_script(tmp_path: Path) -> None:
+@pytest.mark.cli
+@pytest.mark.subprocess
+def test_train_two_sessions_through_console_script(two_session_run: ConsoleRun) -> None:
     """`slm-lab run ... train` in a fresh process: 2 sessions in parallel, seeds differ by session."""
-    name = "ppo_cartpole"
-    spec_file = write_spec_file(
-        tmp_path / "spec.json", {name: make_spec("ppo", max_session=2, random_seed=7)}
-    )
-    proc = subprocess.run(
-        [SLM_LAB, "run", str(spec_file), name, "train", "--log-level", "WARNING"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, run_dir, proc = two_session_run
+    name = TWO_SESSIONS
     assert "Traceback" not in proc.stderr
-    [run_dir] = run_dirs(tmp_path / "data")
     trial = check_run_folder(run_dir, name, 2, 400)
     assert trial_line(proc.stdout) == f"trial_metrics: {format_metrics(trial)}"
     assert math.isfinite(trial["consistency"])
@@ -206,6 +196,7 @@ def episodes_csv(run_dir: Path) -> Path:
     return run_dir / "info" / f"{RUN_NAME}_t0_s0_episodes.csv"
 
 
+@pytest.mark.cli
 def test_episodes_csv_lists_every_finished_episode(run_a: tuple[Path, Path]) -> None:
     _, run_dir = run_a
     episodes = pd.read_csv(episodes_csv(run_dir))
@@ -226,6 +217,7 @@ def test_episodes_csv_lists_every_finished_episode(run_a: tuple[Path, Path]) -> 
     assert episodes["length"].sum() <= RUN_FRAMES
 
 
+@pytest.mark.cli
 def test_same_seed_gives_same_rows(run_a: tuple[Path, Path], workdir: Path) -> None:
     spec_file, dir_a = run_a
     with contextlib.chdir(workdir):
@@ -257,6 +249,7 @@ def run_until_killed(spec_file: Path, name: str, monkeypatch: pytest.MonkeyPatch
     return new_run(before)
 
 
+@pytest.mark.cli
 def test_interrupted_run_resumes_to_the_same_data(
     run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -285,6 +278,7 @@ def test_interrupted_run_resumes_to_the_same_data(
     assert trial_line(result.stdout) == f"trial_metrics: {format_metrics(metrics_b)}"
 
 
+@pytest.mark.cli
 def test_a_stop_between_rows_keeps_every_episode_and_resumes_to_the_same_files(
     run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -314,6 +308,7 @@ def test_a_stop_between_rows_keeps_every_episode_and_resumes_to_the_same_files(
     assert_same_run_files(dir_a, dir_b)
 
 
+@pytest.mark.cli
 def test_resume_rewrites_the_episodes_written_after_the_last_save(
     run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -357,6 +352,7 @@ def snapshot(folder: Path) -> dict[str, tuple[int, str]]:
     }
 
 
+@pytest.mark.cli
 def test_enjoy_writes_its_own_folder(run_a: tuple[Path, Path], workdir: Path) -> None:
     spec_file, dir_a = run_a
     before_files = snapshot(dir_a)
@@ -406,6 +402,7 @@ def run_eval(workdir: Path) -> tuple[Path, Path, str]:
     return spec_file, run_dir, result.stdout
 
 
+@pytest.mark.cli
 def test_evaluation_leaves_the_training_rows_as_they_are(
     run_a: tuple[Path, Path], run_eval: tuple[Path, Path, str]
 ) -> None:
@@ -418,6 +415,7 @@ def test_evaluation_leaves_the_training_rows_as_they_are(
     assert not [p for p in dir_a.rglob("*") if "eval" in p.name]
 
 
+@pytest.mark.cli
 def test_evaluation_rows_metrics_logs_and_graphs(run_eval: tuple[Path, Path, str]) -> None:
     spec_file, run_dir, stdout = run_eval
     df = read_eval_df(run_dir, EVAL_NAME)
@@ -471,6 +469,7 @@ def test_evaluation_rows_metrics_logs_and_graphs(run_eval: tuple[Path, Path, str
         assert [e.value for e in scalars] == pytest.approx(df[key].tolist(), rel=1e-6)
 
 
+@pytest.mark.cli
 def test_interrupted_run_with_evaluation_resumes_to_the_same_eval_rows(
     run_eval: tuple[Path, Path, str], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -497,6 +496,7 @@ def test_interrupted_run_with_evaluation_resumes_to_the_same_eval_rows(
     )
 
 
+@pytest.mark.cli
 def test_random_evaluates_every_log_frequency_by_default(in_tmp: Path) -> None:
     """eval_frequency null: an evaluation at each checkpoint. Random acts by sampling the action
     space: the training env's draws stay the same."""

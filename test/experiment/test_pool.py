@@ -7,12 +7,14 @@ import time
 from multiprocessing import get_context
 from pathlib import Path
 
+import pytest
 from conftest import load, make_spec
 
 from slm_lab.experiment.layout import RunLayout
 from slm_lab.experiment.pool import SessionPool, SessionTask, _end
 
 
+@pytest.mark.subprocess
 def test_a_session_killed_from_outside_is_reported_with_its_exit_code() -> None:
     """The OOM killer, say: the process sends no last message."""
     ctx = get_context("spawn")
@@ -24,6 +26,7 @@ def test_a_session_killed_from_outside_is_reported_with_its_exit_code() -> None:
     assert pool.errors == {0: "died (exit code 3)"}
 
 
+@pytest.mark.subprocess
 def test_sessions_run_in_their_own_processes_and_return_their_metrics(tmp_path: Path) -> None:
     spec = load({**make_spec("ppo", max_frame=200), "name": "p"})
     layout = RunLayout(tmp_path, "p")
@@ -38,6 +41,7 @@ def test_sessions_run_in_their_own_processes_and_return_their_metrics(tmp_path: 
     assert all(layout.session_metrics(0, s).exists() for s in range(2))
 
 
+@pytest.mark.subprocess
 def test_fail_fast_ends_at_the_first_error_and_the_rest_are_stopped() -> None:
     """A search trial fails as soon as one seed does: the pool stops waiting for the others,
     which get SIGTERM (a session saves and stops on it) and are gone when `_end` returns."""

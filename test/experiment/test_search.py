@@ -26,8 +26,6 @@ from slm_lab import ROOT_DIR
 from slm_lab.experiment.analysis import TRIAL_METRICS
 from slm_lab.experiment.layout import RunLayout
 
-pytestmark = pytest.mark.ray
-
 NAME = "ppo_search"
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
@@ -97,6 +95,8 @@ def marked(p: psutil.Process) -> bool:
         return False
 
 
+@pytest.mark.ray
+@pytest.mark.cli
 def test_asha_stops_the_trials_that_cannot_learn(ray_address: str, in_tmp: Path) -> None:
     """4 trials x 2 seeds; env.max_t 8 caps every episode at a return of 8, so ASHA stops
     those trials at its first rung (200 frames), where the trial before reached ~19."""
@@ -191,6 +191,9 @@ def trial_statuses(search_dir: Path) -> list[str]:
     return [json.loads(t)["status"] for t, _ in trials]
 
 
+@pytest.mark.ray
+@pytest.mark.cli
+@pytest.mark.subprocess
 def test_a_killed_search_resumes_only_its_unfinished_trials(
     ray_address: str, in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -282,6 +285,10 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     )
 
 
+@pytest.mark.ray
+@pytest.mark.cli
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
 def test_a_search_stopped_by_a_group_sigterm_through_uv_saves_and_says_how_to_resume(
     in_tmp: Path,
 ) -> None:
@@ -411,6 +418,7 @@ def test_as_many_trials_start_at_once_as_the_cluster_runs(monkeypatch: pytest.Mo
     assert ray_cluster.concurrent_trials(load(spec)) == 3
 
 
+@pytest.mark.subprocess
 def test_a_trial_worker_and_the_driver_import_no_torch() -> None:
     """A trial's Ray worker loads search_trial (Tune's trainable) and the driver loads search:
     neither imports torch (the sessions' fork server does); Ray starts without Tune; a session

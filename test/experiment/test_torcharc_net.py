@@ -225,6 +225,7 @@ ppo_arc:
 """
 
 
+@pytest.mark.cli
 def test_v51_yaml_spec_with_an_arc_anchor_trains_through_the_cli(in_tmp: Path) -> None:
     (in_tmp / "spec.yaml").write_text(V51_YAML)
     result = invoke(["run", "spec.yaml", "ppo_arc", "dev"])
@@ -235,6 +236,7 @@ def test_v51_yaml_spec_with_an_arc_anchor_trains_through_the_cli(in_tmp: Path) -
     assert df["opt_step"].iloc[-1] > 0 and math.isfinite(df["loss"].iloc[-1])
 
 
+@pytest.mark.cli
 def test_dqn_with_a_conv_arc_on_images_through_the_cli(in_tmp: Path) -> None:
     net = {
         "type": "TorchArcNet",

@@ -134,11 +134,13 @@ def run_and_check(name: str, spec: dict, workdir: Path, diagnostics: list[str]) 
     assert list((run_dir / "graph").glob("*.png"))
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("name", list(CASES))
 def test_value_based_smoke_through_cli(name: str, in_tmp: Path) -> None:
     run_and_check(name, CASES[name], in_tmp, ["q_mean", "td_error"])
 
 
+@pytest.mark.cli
 def test_recurrent_ppo_smoke_through_cli(in_tmp: Path) -> None:
     net = {
         "type": "RecurrentNet",

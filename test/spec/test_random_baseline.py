@@ -55,6 +55,7 @@ def test_session_baseline_follows_the_env_spec(tmp_path: Path) -> None:
     assert session.baseline <= MAX_T
 
 
+@pytest.mark.subprocess
 def test_imports_without_torch() -> None:
     """Cheap to import: no torch."""
     code = "import sys, slm_lab.spec.random_baseline; print('torch' in sys.modules)"

@@ -2,9 +2,10 @@
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import BAD_INPUTS, SPEC_NAME, bad_input, make_spec, write_spec_file
+from conftest import BAD_INPUTS, SPEC_NAME, bad_input, family_marks, make_spec, write_spec_file
 
 from slm_lab.spec import spec_util
 from slm_lab.spec.spec_util import SpecError
@@ -118,19 +119,28 @@ def test_deprecated_v5_key_warns_and_is_ignored(tmp_path: Path, log_messages: li
     assert any(m.startswith("meta.num_gpus: ignored") for m in log_messages)
 
 
-def test_shipped_specs_validate() -> None:
+BENCHMARK_FILES = sorted((Path(spec_util.SPEC_DIR) / "benchmark").rglob("*.json"))
+
+
+def shipped(path: Path) -> Any:
+    """A benchmark spec file as a test case, marked with the families of its envs."""
+    env_ids = [spec["env"]["name"] for spec in json.loads(path.read_text()).values()]
+    return pytest.param(path, id=path.stem, marks=family_marks(*env_ids))
+
+
+def test_demo_spec_validates() -> None:
     assert spec_util.get_spec("demo.json", "ppo_cartpole_demo")["name"] == "ppo_cartpole_demo"
+
+
+@pytest.mark.parametrize("path", [shipped(path) for path in BENCHMARK_FILES])
+def test_shipped_specs_validate(path: Path) -> None:
     template_vars = {"env": "CartPole-v1", "max_frame": "1e5"}  # the shipped templates' ${vars}
-    paths = sorted((Path(spec_util.SPEC_DIR) / "benchmark").rglob("*.json"))
-    for path in paths:
-        text = path.read_text()
-        variables = {k: v for k, v in template_vars.items() if f"${{{k}}}" in text}
-        for name in json.loads(text):
-            spec = spec_util.get_spec(str(path), name, variables)
-            assert spec["name"] == (f"{name}_cartpole" if "env" in variables else name)
-            assert (
-                isinstance(spec["env"]["max_frame"], int | float) and spec["env"]["max_frame"] > 0
-            )
+    text = path.read_text()
+    variables = {k: v for k, v in template_vars.items() if f"${{{k}}}" in text}
+    for name in json.loads(text):
+        spec = spec_util.get_spec(str(path), name, variables)
+        assert spec["name"] == (f"{name}_cartpole" if "env" in variables else name)
+        assert isinstance(spec["env"]["max_frame"], int | float) and spec["env"]["max_frame"] > 0
 
 
 def test_yaml_exponent_floats_are_numbers(tmp_path: Path) -> None:
