@@ -2,20 +2,21 @@
 
 Session processes start from a fork server that has the session module (torch, nets, envs)
 and matplotlib loaded, so a session starts in milliseconds instead of importing them again.
-A session's parent is the fork server, which exits when the run's process does, however that
-ends; each session asks the kernel for SIGTERM when its parent ends (it then saves and stops,
-as on Ctrl-C), so no session outlives the run that started it. A session puts its messages on one
-queue: its metrics rows when the caller follows them, then its metrics, the frame a signal
+A session watches the run's process (the process that made the pool: a trial's CLI process,
+a search trial's Ray worker) and sends itself SIGTERM when it ends, however it ends: the session
+then saves and stops, as on Ctrl-C, so no session outlives its run. (Its parent is the fork
+server, whose end cannot tell: the fork server lives on while any session it started does.) A
+session puts its messages on one queue: its metrics rows when the caller follows them, then its metrics, the frame a signal
 stopped it at, or its error's last line.
 
 This module imports no torch: the caller stays light, the fork server holds the heavy imports.
 """
 
-import ctypes
 import os
 import queue
+import select
 import signal
-import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +34,6 @@ from slm_lab.lib import logger as log_setup
 from slm_lab.spec.schema import Spec
 
 FORKSERVER_PRELOAD = ["slm_lab.experiment.session", "matplotlib.figure"]
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 POLL_S = 1.0  # how often the pool looks at its processes while it waits for messages
 STOP_TIMEOUT_S = 30.0  # a session told to stop saves its state within this, or it is killed
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -160,11 +160,7 @@ def _session_process(
     metrics) or ("failed", session, its error's last line)."""
     # first: a group's Ctrl-C during the start is a stop request, not a KeyboardInterrupt
     stop.install(pass_on=False, give_up=False)  # the parent may pass a signal on twice
-    if sys.platform.startswith("linux"):
-        # SIGTERM (save and stop) when the process that started this one ends for any reason
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if not psutil.pid_exists(parent_pid):  # the run ended before the line above took effect
-        return
+    end_with(parent_pid)
     log_setup.setup(log_level, tag=task.prefix)
     registry.FAMILIES[:] = families  # the ones the run's process registered too
 
@@ -181,6 +177,23 @@ def _session_process(
         messages.put(("done", s, session.run(task, log_level, publish)))
     except session.SessionFailed as e:
         messages.put(("failed", s, str(e)))
+
+
+def end_with(pid: int) -> None:
+    """SIGTERM to this process (a session saves and stops on it) when process `pid` ends."""
+
+    def watch() -> None:
+        if hasattr(os, "pidfd_open"):  # Linux: woken by the kernel when `pid` ends
+            try:
+                select.select([os.pidfd_open(pid)], [], [])
+            except ProcessLookupError:  # ended already
+                pass
+        else:
+            while psutil.pid_exists(pid):
+                time.sleep(POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name=f"end with {pid}").start()
 
 
 def _end(procs: dict[int, BaseProcess], messages: Queue) -> None:
