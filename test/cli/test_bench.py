@@ -289,6 +289,18 @@ def wait_for_rows(run_root: Path, sessions: int, rows: int) -> None:
     raise TimeoutError("the run did not reach its checkpoints")
 
 
+def saved_frame(run_dir: Path, session: int) -> int:
+    """The frame of a session's latest saved state."""
+    path = run_dir / "model" / f"{STOP_SPEC}_t0_s{session}_ckpt-latest_state.pt"
+    return torch.load(path, weights_only=True)["clock"]["frame"]
+
+
+def assert_saved_past_the_last_row(run_dir: Path, sessions: int) -> None:
+    """Every session saved its state at or after the frame of its last metrics row."""
+    for s in range(sessions):
+        assert saved_frame(run_dir, s) >= read_session_df(run_dir, s)["frame"].iloc[-1]
+
+
 def stop_line(err: str, run_dir: Path, frames: int) -> int:
     """The run's last stderr line says where it stopped and how to resume; the frame."""
     line = err.strip().splitlines()[-1]
@@ -316,10 +328,7 @@ def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     assert stopped.returncode == 130, err
     [run_b] = run_dirs(in_tmp / "b")
     frame = stop_line(err, run_b.relative_to(in_tmp), STOP_FRAMES)
-    state = torch.load(
-        run_b / "model" / f"{STOP_SPEC}_t0_s0_ckpt-latest_state.pt", weights_only=True
-    )
-    assert state["clock"]["frame"] == frame  # saved where it stopped
+    assert saved_frame(run_b, 0) == frame  # saved where it stopped
     resumed = invoke(["run", f"train@{run_b}"])  # the run folder has the spec
     assert resumed.exit_code == 0, resumed.stderr
     unbroken = invoke(["run", str(path), STOP_SPEC, "train", "--data-dir", "a"])
@@ -354,11 +363,7 @@ def test_a_signal_to_the_process_group_through_uv_is_one_stop(tmp_path: Path) ->
     assert run.returncode == 130, err[-3000:]
     [run_dir] = run_dirs(tmp_path / "data")
     stop_line(err, run_dir.relative_to(tmp_path), frames)
-    for s in (0, 1):
-        state = torch.load(
-            run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True
-        )
-        assert state["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
+    assert_saved_past_the_last_row(run_dir, sessions=2)
     assert _running_in_group(run.pid) == []
 
 
@@ -397,11 +402,7 @@ def test_the_sessions_of_a_killed_run_save_and_end(tmp_path: Path) -> None:
     run.communicate(timeout=STOP_TIMEOUT_S)
     assert _running_in_group(run.pid, wait_s=STOP_TIMEOUT_S) == []
     [run_dir] = run_dirs(tmp_path / "data")
-    for s in (0, 1):
-        state = torch.load(
-            run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True
-        )
-        assert state["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
+    assert_saved_past_the_last_row(run_dir, sessions=2)
 
 
 @pytest.mark.cli
@@ -418,9 +419,6 @@ def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
     assert stopped.returncode == 143, err
     [run_dir] = run_dirs(tmp_path / "data")
     stop_line(err, run_dir.relative_to(tmp_path), frames)
+    assert_saved_past_the_last_row(run_dir, sessions=2)
     for s in (0, 1):
-        state = torch.load(
-            run_dir / "model" / f"{STOP_SPEC}_t0_s{s}_ckpt-latest_state.pt", weights_only=True
-        )
-        assert state["clock"]["frame"] >= read_session_df(run_dir, s)["frame"].iloc[-1]
         assert not (run_dir / "info" / f"{STOP_SPEC}_t0_s{s}_session_metrics.json").exists()
