@@ -5,7 +5,7 @@ search read runs back from here (torch-free)."""
 import platform
 import secrets
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -62,14 +62,7 @@ def new_run(spec: Spec, info: RunInfo) -> RunLayout:
     its record."""
     layout = RunLayout(new_root(spec.name), spec.name)
     layout.make(("log",) if info.mode == "search" else None)
-    info = RunInfo.of(
-        {
-            **asdict(info),
-            "git_sha": io.git_sha(),
-            "versions": versions(),
-            "command": sys.argv,
-        }
-    )
+    info = replace(info, git_sha=io.git_sha(), versions=versions(), command=sys.argv)
     write(layout, spec, info, trial=None if info.mode == "search" else 0)
     return layout
 
