@@ -208,7 +208,7 @@ def run(
     from slm_lab.experiment import record
     from slm_lab.lib import io
     from slm_lab.lib import logger as log_setup
-    from slm_lab.spec import spec_util
+    from slm_lab.spec import schema, spec_util
     from slm_lab.spec.spec_util import SpecError
 
     if log_level.upper() not in LOG_LEVELS:
@@ -232,7 +232,8 @@ def run(
             if base != "train" and max_frame is not None:
                 raise SpecError(f"{mode} continues the run as recorded: --max-frame does not apply")
             root = _find_run(base, target, spec_file, spec_name)
-            spec, info = record.read(root)
+            with schema.quiet():  # its warnings were given when the run started
+                spec, info = record.read(root)
             _check_continue(base, mode, root, spec, info, spec_file, spec_name)
         else:
             shortcuts = {
@@ -302,6 +303,7 @@ def _train(
     from slm_lab.experiment.layout import RunLayout
     from slm_lab.lib import logger as log_setup
     from slm_lab.lib.logger import logger
+    from slm_lab.spec import spec_util
 
     resume = root is not None
     dev = info.mode == "dev"
@@ -319,6 +321,7 @@ def _train(
             _fail(
                 f"{root} is finished (max_frame {spec.env.max_frame}); pass a larger --max-frame to train it further"
             )
+        spec_util.warn_schedules(spec)  # against the max_frame it runs to now
     else:
         spec = record.with_seed(spec)
         layout = record.new_run(spec, info)

@@ -1,6 +1,11 @@
 """Variable schedules (explore_var, clip_eps, entropy_coef), stepped in frames.
 
-spec: {name: no_decay|linear_decay|rate_decay|periodic_decay, start_val, end_val, start_step, end_step}
+spec: {name: no_decay|linear_decay|rate_decay|periodic_decay, start_val, end_val, start_step,
+       end_step | end_frac}
+
+A schedule ends at `end_step` (an absolute frame, as SLM Lab v5 writes it) or at `end_frac` of the
+run's env.max_frame, which moves with the run: `--max-frame`, `-s env.max_frame` and a train@
+extension all stretch it.
 """
 
 import math
@@ -8,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from slm_lab.lib.config import Config, key
+from slm_lab.lib.config import Config, SpecError, key
 
 SCHEDULE_NAMES = ("no_decay", "linear_decay", "rate_decay", "periodic_decay")
 RATE_DECAY_FACTOR = 0.9  # rate_decay: multiply by this every decay period
@@ -79,7 +84,23 @@ class ScheduleConfig(Config):
     start_val: float = key(doc="value up to start_step", required=True)
     end_val: float | None = key(None, "value from end_step on (default: start_val)")
     start_step: int = key(0, "frame where the schedule starts", ge=0)
-    end_step: int = key(0, "frame where it reaches end_val", ge=0)
+    end_step: int = key(0, "frame where it reaches end_val (absolute; see end_frac)", ge=0)
+    end_frac: float | None = key(
+        None,
+        "where it reaches end_val, as a fraction of env.max_frame: follows the run's length (instead of end_step)",
+        gt=0,
+        le=1,
+    )
+
+    def check(self, path: str) -> None:
+        if self.end_frac is not None and self.end_step:
+            raise SpecError(
+                f"{path}.end_frac: set end_step (an absolute frame) or end_frac (a fraction of env.max_frame), not both"
+            )
+
+    def end_frame(self, max_frame: int) -> int:
+        """The frame where the schedule reaches end_val in a run of `max_frame` frames."""
+        return self.end_step if self.end_frac is None else round(self.end_frac * max_frame)
 
 
 class VarScheduler:
@@ -88,7 +109,9 @@ class VarScheduler:
     In eval/enjoy (`eval_mode=True`) it returns end_val, the value training converged to.
     """
 
-    def __init__(self, config: ScheduleConfig | None, default: float = math.nan) -> None:
+    def __init__(
+        self, config: ScheduleConfig | None, max_frame: int, default: float = math.nan
+    ) -> None:
         config = config or ScheduleConfig(name="no_decay", start_val=default)
         self.fn = SCHEDULES[config.name]
         self.start_val = config.start_val
@@ -96,7 +119,7 @@ class VarScheduler:
         if config.name == "no_decay":
             self.end_val = self.start_val
         self.start_step = config.start_step
-        self.end_step = config.end_step
+        self.end_step = config.end_frame(max_frame)
         self.val = self.start_val
 
     def update(self, frame: int, eval_mode: bool = False) -> float:

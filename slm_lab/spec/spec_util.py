@@ -36,6 +36,7 @@ from slm_lab.env.config import EnvConfig
 from slm_lab.env.spaces import is_bounded
 from slm_lab.experiment.config import MetaConfig
 from slm_lab.lib.config import Config, SpecError, did_you_mean
+from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import machine_cpus, machine_gpus
 from slm_lab.spec import schema, search_space
 from slm_lab.spec.schema import Spec
@@ -330,7 +331,7 @@ def check_typed(spec: Spec) -> None:
     warnings a run gets at its start."""
     if not VAR_PATTERN.search(spec.env.name):  # a template's env is checked when it is given
         check_env_fit(spec)
-    _warn_short_lr_schedules(spec)
+    warn_schedules(spec)
 
 
 # -- the search block ------------------------------------------------------------------------
@@ -434,22 +435,68 @@ def check_trial_resources(meta: MetaConfig, cpus: float, gpus: float, where: str
             )
 
 
-def _warn_short_lr_schedules(spec: Spec) -> None:
-    """A frame-based LR schedule that ends before max_frame (a spec whose max_frame was raised
-    but not its schedule's `frame`): the lr sits at its end value for the rest of the run."""
-    from loguru import logger
-
+def schedule_warnings(spec: Spec) -> list[str]:
+    """The frame-based schedules written in absolute frames that do not fit this run's
+    max_frame: an LR, entropy or clip schedule that ends before or after it, an exploration or
+    PER beta schedule that never reaches its end. A schedule given as a fraction of the run
+    (`end_frac`, an LR scheduler without `frame`, PER's `beta_end_step: null`) always fits."""
     max_frame = spec.env.max_frame
+    found = []
     for key, net in (("net", spec.agent.net), ("critic_net", spec.agent.critic_net)):
         if net is None:
             continue
         for role, config in (("", net.base), ("actor_", net.actor), ("critic_", net.critic)):
             sched = config.lr_scheduler_spec
-            if sched is not None and sched.frame is not None and sched.frame < max_frame:
-                logger.warning(
-                    f"agent.{key}.{role}lr_scheduler_spec.frame: {sched.frame} is shorter than env.max_frame {max_frame}: the lr stops falling at frame {sched.frame}; drop frame to follow max_frame"
-                )
-                return
+            if sched is None or sched.frame is None or sched.frame == max_frame:
+                continue
+            if role and sched == net.base.lr_scheduler_spec:
+                continue  # the shared schedule, named once
+            path = f"agent.{key}.{role}lr_scheduler_spec.frame"
+            found.append(
+                f"{path}: the lr stops falling at frame {sched.frame}, before env.max_frame {max_frame}: the rest of the run trains at its floor; drop frame to follow max_frame"
+                if sched.frame < max_frame
+                else f"{path}: the lr falls until frame {sched.frame}, after env.max_frame {max_frame}: the run ends before it reaches its floor; drop frame to follow max_frame"
+            )
+    algo = spec.agent.algorithm
+    for name, spans_run in (
+        ("explore_var_spec", False),
+        ("entropy_coef_spec", True),
+        ("clip_eps_spec", True),
+    ):
+        sched = getattr(algo, name, None)
+        if sched is None or sched.name == "no_decay" or sched.end_frac is not None:
+            continue
+        if name == "explore_var_spec" and algo.action_policy not in EXPLORING_POLICIES:
+            continue
+        end = sched.end_step
+        if end > max_frame:
+            value = VarScheduler(sched, max_frame).update(max_frame)
+            found.append(
+                f"agent.algorithm.{name}.end_step: {end} is after env.max_frame {max_frame}: the run ends at {value:.4g}, not {sched.end_val}; {FRAC_HINT}"
+            )
+        elif spans_run and end < max_frame:
+            found.append(
+                f"agent.algorithm.{name}.end_step: {end} is before env.max_frame {max_frame}: it holds {sched.end_val} for the rest of the run; {FRAC_HINT}"
+            )
+    memory = spec.agent.memory
+    beta_end = getattr(memory, "beta_end_step", None)
+    if beta_end is not None and beta_end > max_frame:
+        found.append(
+            f"agent.memory.beta_end_step: {beta_end} is after env.max_frame {max_frame}: beta never reaches 1; set it null to follow max_frame"
+        )
+    return found
+
+
+EXPLORING_POLICIES = ("epsilon_greedy", "boltzmann")  # the action policies explore_var drives
+FRAC_HINT = "give end_frac (a fraction of max_frame) instead to follow the run"
+
+
+def warn_schedules(spec: Spec) -> None:
+    """One warning per schedule that does not fit the run's max_frame."""
+    from loguru import logger
+
+    for line in schedule_warnings(spec):
+        logger.warning(line)
 
 
 def env_spaces(env: EnvConfig) -> tuple[Any, Any]:

@@ -28,6 +28,7 @@ from slm_lab import ROOT_DIR
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
 NAME = "ppo_bench"
+DQN_CARTPOLE = ROOT_DIR / "slm_lab" / "spec" / "benchmark" / "dqn" / "dqn_cartpole.json"
 
 
 def spec_file(directory: Path, **changes: object) -> Path:
@@ -134,8 +135,73 @@ def test_a_schedule_shorter_than_the_run_is_warned_about(in_tmp: Path) -> None:
     result = invoke(["check", str(path)])
     assert result.exit_code == 0 and result.stdout == f"ok: {NAME}\n"
     assert result.stderr.strip().endswith(
-        "agent.net.lr_scheduler_spec.frame: 200 is shorter than env.max_frame 400: the lr stops falling at frame 200; drop frame to follow max_frame"
+        "agent.net.lr_scheduler_spec.frame: the lr stops falling at frame 200, before env.max_frame 400: the rest of the run trains at its floor; drop frame to follow max_frame"
     )
+
+
+@pytest.mark.cli
+def test_absolute_schedules_that_do_not_fit_the_run_are_warned_about(in_tmp: Path) -> None:
+    """v5-style absolute frames keep working as written; one warning names each schedule that
+    ends after max_frame (or, for LR, entropy and clip, before it) and both frames."""
+    [spec] = json.loads(DQN_CARTPOLE.read_text()).values()
+    spec["env"]["max_frame"] = 400
+    explore = spec["agent"]["algorithm"]["explore_var_spec"]
+    del explore["end_frac"]
+    explore["end_step"] = 800  # as SLM Lab v5 writes it
+    spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 1000}
+    path = write_spec_file(in_tmp / "s.json", {NAME: spec})
+    result = invoke(["check", str(path)])
+    assert result.exit_code == 0 and result.stdout == f"ok: {NAME}\n"
+    warnings = [
+        line.split(" | ", 1)[-1] for line in result.stderr.splitlines() if "WARNING" in line
+    ]
+    assert warnings == [
+        "agent.net.lr_scheduler_spec.frame: the lr falls until frame 1000, after env.max_frame 400: the run ends before it reaches its floor; drop frame to follow max_frame",
+        "agent.algorithm.explore_var_spec.end_step: 800 is after env.max_frame 400: the run ends at 0.51, not 0.02; give end_frac (a fraction of max_frame) instead to follow the run",
+    ]
+    fitted = invoke(["check", str(path), "-s", "env.max_frame=1000"])
+    assert "after env.max_frame" not in fitted.stderr
+    assert "explore_var_spec" not in fitted.stderr  # ends before max_frame: by design
+
+
+@pytest.mark.cli
+def test_a_shipped_schedule_follows_max_frame(in_tmp: Path) -> None:
+    """dqn_cartpole explores over its first tenth: at --max-frame 800 that is 80 frames."""
+    args = ["run", str(DQN_CARTPOLE), "dqn_cartpole", "dev", "--max-frame", "800"]
+    result = invoke([*args, "-s", "meta.log_frequency=400", "-s", "meta.eval_frequency=800"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    assert "WARNING" not in result.stderr
+    [run_dir] = run_dirs(in_tmp / "data")
+    assert read_session_df(run_dir)["explore_var"].tolist() == [0.02, 0.02]
+
+
+@pytest.mark.cli
+def test_an_extended_run_warns_of_an_absolute_schedule_and_one_given_as_a_fraction_follows(
+    in_tmp: Path,
+) -> None:
+    spec = make_spec("ppo", max_frame=400)
+    spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 400}
+    spec["agent"]["algorithm"]["entropy_coef_spec"] = {
+        "name": "linear_decay",
+        "start_val": 0.01,
+        "end_val": 0.0,
+        "end_frac": 1.0,
+    }
+    path = write_spec_file(in_tmp / "s.json", {NAME: spec})
+    first = invoke(["run", str(path), NAME, "dev"])
+    assert first.exit_code == 0 and "WARNING" not in first.stderr, first.stderr[-3000:]
+    [run_dir] = run_dirs(in_tmp / "data")
+    extended = invoke(["run", f"train@{run_dir}", "--max-frame", "800"])
+    assert extended.exit_code == 0, extended.stderr[-3000:]
+    warnings = [line for line in extended.stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1
+    assert warnings[0].endswith(
+        "agent.net.lr_scheduler_spec.frame: the lr stops falling at frame 400, before env.max_frame 800: the rest of the run trains at its floor; drop frame to follow max_frame"
+    )
+    rows = read_session_df(run_dir).set_index("frame")
+    assert rows.loc[[600, 700, 800], "lr"].tolist() == [0, 0, 0]  # the extension at the floor
+    # the entropy schedule stretched to 800 frames: 0.01 * (1 - 600/800) near frame 600
+    assert 0.001 < rows.loc[600, "entropy_coef"] < 0.004
 
 
 # -- resuming ----------------------------------------------------------------------------------

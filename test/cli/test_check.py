@@ -144,7 +144,7 @@ V5_KEYS: list[tuple[str, str, Any]] = [
     (
         "ppo",
         "agent.net.lr_scheduler_spec",
-        {"name": "LinearToMin", "frame": 1e5, "min_factor": 0.033},
+        {"name": "LinearToMin", "frame": 4e2, "min_factor": 0.033},  # the run's max_frame
     ),
     ("ppo", "agent.net.lr_scheduler_spec", None),
     ("crossq", "agent.algorithm.log_alpha_max", 2.0),

@@ -3,7 +3,10 @@
 import pytest
 from conftest import schedule
 
+from slm_lab.lib.config import SpecError
 from slm_lab.lib.schedule import VarScheduler, linear_decay, no_decay, periodic_decay, rate_decay
+
+MAX_FRAME = 10**6  # a run's env.max_frame; absolute end_steps ignore it
 
 
 @pytest.mark.parametrize("step", [0, 50, 100, 10_000])
@@ -46,7 +49,8 @@ def test_end_val_zero_is_exactly_zero_at_and_after_end_step(name: str) -> None:
     sched = VarScheduler(
         schedule(
             {"name": name, "start_val": 0.5, "end_val": 0.0, "start_step": 100, "end_step": 1000}
-        )
+        ),
+        MAX_FRAME,
     )
     assert sched.update(0) == 0.5
     assert 0.0 < sched.update(999) < 0.5
@@ -64,7 +68,8 @@ def test_var_scheduler_reads_float_steps_from_spec() -> None:
                 "start_step": 0,
                 "end_step": 1e3,
             }
-        )
+        ),
+        MAX_FRAME,
     )
     assert sched.update(500) == pytest.approx(0.5)
 
@@ -79,7 +84,8 @@ def test_var_scheduler_eval_mode_returns_end_val() -> None:
                 "start_step": 0,
                 "end_step": 1000,
             }
-        )
+        ),
+        MAX_FRAME,
     )
     assert sched.update(0) == 1.0
     assert sched.update(0, eval_mode=True) == 0.05
@@ -90,11 +96,32 @@ def test_var_scheduler_no_decay_ignores_end_val() -> None:
     sched = VarScheduler(
         schedule(
             {"name": "no_decay", "start_val": 0.2, "end_val": 0.9, "start_step": 0, "end_step": 10}
-        )
+        ),
+        MAX_FRAME,
     )
     assert sched.update(5) == 0.2
     assert sched.update(5, eval_mode=True) == 0.2
 
 
 def test_var_scheduler_without_spec_uses_default() -> None:
-    assert VarScheduler(None, default=0.2).update(123) == 0.2
+    assert VarScheduler(None, 10**6, default=0.2).update(123) == 0.2
+
+
+@pytest.mark.parametrize("max_frame", [8000, 200_000, 4 * 10**5])
+def test_end_frac_follows_the_runs_max_frame(max_frame: int) -> None:
+    spec = {"name": "linear_decay", "start_val": 1.0, "end_val": 0.02, "end_frac": 0.1}
+    sched = VarScheduler(schedule(spec), max_frame)
+    assert sched.end_step == max_frame // 10
+    assert sched.update(max_frame // 20) == pytest.approx(0.51)
+    assert sched.update(max_frame // 10) == 0.02
+
+
+def test_end_frac_rounds_to_the_frame_an_absolute_spec_named() -> None:
+    """A fraction written to 6 digits gives the absolute frame it replaces (20000 of 3e5)."""
+    spec = {"name": "linear_decay", "start_val": 1.0, "end_val": 0.02, "end_frac": 0.066667}
+    assert VarScheduler(schedule(spec), 300_000).end_step == 20_000
+
+
+def test_end_step_and_end_frac_together_are_refused() -> None:
+    with pytest.raises(SpecError, match="end_frac: set end_step .* or end_frac .*, not both"):
+        schedule({"name": "linear_decay", "start_val": 1.0, "end_step": 100, "end_frac": 0.5})

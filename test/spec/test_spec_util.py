@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import BAD_INPUTS, SPEC_NAME, bad_input, family_marks, make_spec, write_spec_file
 
-from slm_lab.spec import spec_util
+from slm_lab.spec import schema, spec_util
 from slm_lab.spec.spec_util import SpecError
 
 
@@ -120,6 +120,7 @@ def test_deprecated_v5_key_warns_and_is_ignored(tmp_path: Path, log_messages: li
 
 
 BENCHMARK_FILES = sorted((Path(spec_util.SPEC_DIR) / "benchmark").rglob("*.json"))
+DEMO_FILE = Path(spec_util.SPEC_DIR) / "demo.json"
 
 
 def shipped(path: Path) -> Any:
@@ -141,6 +142,22 @@ def test_shipped_specs_validate(path: Path) -> None:
         spec = spec_util.get_spec(str(path), name, variables)
         assert spec["name"] == (f"{name}_cartpole" if "env" in variables else name)
         assert isinstance(spec["env"]["max_frame"], int | float) and spec["env"]["max_frame"] > 0
+
+
+@pytest.mark.parametrize("path", [shipped(path) for path in BENCHMARK_FILES + [DEMO_FILE]])
+def test_shipped_schedules_follow_max_frame(path: Path) -> None:
+    """No shipped schedule is written in absolute frames that a longer or shorter run would
+    leave behind: at half and three times each spec's max_frame, none warns."""
+    text = path.read_text()
+    for name, raw in json.loads(text).items():
+        env = raw["env"]["name"] if "${env}" not in text else "CartPole-v1"
+        max_frame = raw["env"]["max_frame"] if "${max_frame}" not in text else 1e5
+        for frames in (max_frame / 2, max_frame * 3):
+            values = {"env": env, "max_frame": str(frames)}
+            sets = {k: v for k, v in values.items() if f"${{{k}}}" in text}
+            with schema.quiet():
+                spec = spec_util.load_spec(str(path), name, sets, {"env.max_frame": int(frames)})
+            assert spec_util.schedule_warnings(spec.spec) == [], (name, frames)
 
 
 def test_yaml_exponent_floats_are_numbers(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ class Algorithm:
         self.eval_mode = False
         self.gamma = self.config.gamma
         self.action_policy = self.config.action_policy
-        self.explore_var = VarScheduler(self.config.explore_var_spec)
+        self.explore_var = VarScheduler(self.config.explore_var_spec, clock.max_frame)
         self.obs_shape = env.observation_space.shape
         self.discrete = env.is_discrete
         self.action_space = env.action_space

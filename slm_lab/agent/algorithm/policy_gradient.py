@@ -48,7 +48,9 @@ class PolicyGradient(Algorithm):
                 (list(part.parameters()), config.clip_grad_val) for part, config in parts
             ]
         self.grad_step = net_util.GradStep(self.optims, clip_groups)
-        self.entropy_coef = VarScheduler(self.config.entropy_coef_spec, default=0.0)
+        self.entropy_coef = VarScheduler(
+            self.config.entropy_coef_spec, self.clock.max_frame, default=0.0
+        )
         self.normalize_v_targets = False  # learn V in a running normalizer's units (ActorCritic)
         self.v_rms = RunningMeanStd()
         self.loss_fn = net_util.build_loss(net.base.loss_spec)

@@ -79,7 +79,9 @@ class PPO(ActorCritic):
 
     def init_nets(self) -> None:
         super().init_nets()
-        self.clip_eps = VarScheduler(self.config.clip_eps_spec, default=DEFAULT_CLIP_EPS)
+        self.clip_eps = VarScheduler(
+            self.config.clip_eps_spec, self.clock.max_frame, default=DEFAULT_CLIP_EPS
+        )
         # null normalize_advs: normalized, as SLM Lab v5's PPO always did
         self.adv_normalizer: str | None = (
             None
