@@ -1,12 +1,15 @@
 """The net spec keys, net types and the torch names a net spec may use, without importing torch.
 
 Types: int, float (int or float), bool, str, list, dict, any; a trailing '?' allows null.
-The torch names (optimizers, LR schedulers, losses, activations, init functions) are read from
-`torch_names.json`, which `python -m slm_lab.agent.net.config` regenerates from the installed
-torch; a test checks that it matches.
+The torch names (optimizers, LR schedulers and losses with the arguments each takes,
+activations, init functions) are read from `torch_names.json`, which
+`python -m slm_lab.agent.net.config` regenerates from the installed torch; a test checks that
+it matches.
 """
 
+import inspect
 import json
+import re
 import typing
 from dataclasses import dataclass
 from functools import cache
@@ -287,32 +290,59 @@ ACTIVATION_ALIASES = ("linear", "identity", "leaky_relu")
 TORCH_NAMES_PATH = Path(__file__).with_name("torch_names.json")
 
 
+# what a built class is given beside its spec's arguments: the net's parameters, its optimizer
+BUILDER_ARGUMENTS = ("self", "params", "optimizer")
+# a class's arguments in the table: {"required": [...], "optional": [...]}, or None when it
+# takes any keyword (**kwargs)
+Signature = dict[str, list[str]] | None
+
+
 @cache
-def torch_names() -> dict[str, list[str]]:
-    """{optimizers, lr_schedulers, losses, activations, init_fns}: the names a spec may use."""
+def torch_names() -> dict[str, Any]:
+    """The names a spec may use: {optimizers, lr_schedulers, losses}: {class name: Signature},
+    {activations, init_fns}: [name]."""
     return json.loads(TORCH_NAMES_PATH.read_text())
 
 
-def current_torch_names() -> dict[str, list[str]]:
+def torch_signature(cls: type) -> Signature:
+    """The keyword arguments a spec may give `cls`: its __init__'s, less BUILDER_ARGUMENTS."""
+    params = [
+        p
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.name not in BUILDER_ARGUMENTS
+    ]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    named = [p for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    return {
+        "required": [p.name for p in named if p.default is inspect.Parameter.empty],
+        "optional": [p.name for p in named if p.default is not inspect.Parameter.empty],
+    }
+
+
+def current_torch_names() -> dict[str, Any]:
     """The same table read off the installed torch (imports it)."""
     import torch
     from torch import nn
 
-    def subclasses(module: Any, base: type) -> list[str]:
-        return sorted(
-            n
-            for n, v in vars(module).items()
+    def subclasses(module: Any, base: type) -> dict[str, type]:
+        return {
+            n: v
+            for n, v in sorted(vars(module).items())
             if not n.startswith("_")
             and isinstance(v, type)
             and issubclass(v, base)
             and v is not base
-        )
+        }
+
+    def signatures(module: Any, base: type) -> dict[str, Signature]:
+        return {n: torch_signature(cls) for n, cls in subclasses(module, base).items()}
 
     activations = {n.lower() for n in subclasses(nn.modules.activation, nn.Module)}
     return {
-        "optimizers": subclasses(torch.optim, torch.optim.Optimizer),
-        "lr_schedulers": subclasses(torch.optim.lr_scheduler, torch.optim.lr_scheduler.LRScheduler),
-        "losses": subclasses(nn, nn.modules.loss._Loss),
+        "optimizers": signatures(torch.optim, torch.optim.Optimizer),
+        "lr_schedulers": signatures(torch.optim.lr_scheduler, torch.optim.lr_scheduler.LRScheduler),
+        "losses": signatures(nn, nn.modules.loss._Loss),
         "activations": sorted(activations | set(ACTIVATION_ALIASES)),
         "init_fns": sorted(
             n
@@ -345,6 +375,16 @@ def check_net_input(
     return None
 
 
+def torch_names_text(names: dict[str, Any]) -> str:
+    """The table as JSON, a signature's lists of arguments each on one line."""
+    text = json.dumps(names, indent=2) + "\n"
+    return re.sub(
+        r"\[\n {8}([^\]]*)\n {6}\]",
+        lambda m: "[" + " ".join(m.group(1).split()) + "]",
+        text,
+    )
+
+
 if __name__ == "__main__":
-    TORCH_NAMES_PATH.write_text(json.dumps(current_torch_names(), indent=2) + "\n")
+    TORCH_NAMES_PATH.write_text(torch_names_text(current_torch_names()))
     print(f"wrote {TORCH_NAMES_PATH}")
