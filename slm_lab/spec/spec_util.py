@@ -28,8 +28,11 @@ from slm_lab.agent.memory.config import MEMORY_CONFIGS, SILMemoryConfig
 from slm_lab.agent.net.config import (
     NET_ROLE_KEYS,
     ROLE_PREFIXES,
+    LossSpec,
+    LRSchedulerSpec,
     NetConfig,
     NetSpec,
+    OptimSpec,
     check_net_input,
 )
 from slm_lab.env.config import EnvConfig
@@ -358,6 +361,8 @@ def _check_searched_path(param: SearchParam, spec: Spec) -> None:
         name = keys[2]
         role_key = name.split("_", 1)[1] if name.startswith(ROLE_PREFIXES) else None
         _check_declared(param, role_key if role_key in NET_ROLE_KEYS else name, NetConfig, section)
+        if len(keys) > 3:
+            _check_searched_argument(param, getattr(spec.agent, keys[1]), name, keys[3])
     elif keys[0] == "env" and len(keys) > 1:
         if keys[1] in EnvConfig.DEPRECATED:
             raise SpecError(f"{param.key}: {section} is not read (SLM Lab v5 never read it)")
@@ -367,6 +372,19 @@ def _check_searched_path(param: SearchParam, spec: Spec) -> None:
         _check_declared(param, keys[1], MetaConfig, section)
     else:
         raise SpecError(f"{param.key}: not a spec path a search can set ({SEARCHABLE})")
+
+
+def _check_searched_argument(param: SearchParam, net: NetSpec | None, key: str, arg: str) -> None:
+    """A searched argument of a net's optimizer, LR scheduler or loss (`key`, role-prefixed or
+    not) is one its class takes."""
+    if net is None:
+        return
+    role, _, own = key.partition("_") if key.startswith(ROLE_PREFIXES) else ("base", "", key)
+    config = getattr(getattr(net, role), own, None)
+    if isinstance(config, OptimSpec | LRSchedulerSpec | LossSpec) and arg != "name":
+        error = config.argument_error(arg)
+        if error:
+            raise SpecError(f"{param.key}: {error}")
 
 
 def _check_declared(

@@ -11,6 +11,7 @@ import inspect
 import json
 import re
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -64,7 +65,11 @@ class OptimSpec(Config):
     EXTRA = "kwargs"
     name: str = key(doc="a torch.optim optimizer (Adam, RMSprop, ...)", required=True)
     lr: float | None = key(None, "learning rate (null: the optimizer's own default)", gt=0)
-    kwargs: dict[str, Any] = key({}, "the optimizer's other arguments")
+    kwargs: dict[str, Any] = key(
+        {},
+        "the optimizer's other arguments (betas, eps, ...), checked against the torch class's"
+        " signature: one it does not take is an error",
+    )
 
     def check(self, path: str) -> None:
         name = self.name
@@ -73,6 +78,11 @@ class OptimSpec(Config):
                 f"{path}.name: {name} (a Hogwild shared-memory optimizer) {NOT_YET}; use {name.removeprefix(HOGWILD_OPTIM_PREFIX)} with meta.distributed false"
             )
         check_torch_name(name, "optimizers", f"{path}.name", "torch.optim")
+        check_torch_arguments(name, "optimizers", self.arguments(), path)
+
+    def argument_error(self, key: str) -> str | None:
+        """Why the optimizer cannot take `key`, or None if it can."""
+        return torch_argument_error(self.name, "optimizers", key)
 
     def arguments(self) -> dict[str, Any]:
         return {**self.kwargs, **({"lr": self.lr} if self.lr is not None else {})}
@@ -93,22 +103,40 @@ class LRSchedulerSpec(Config):
     min_factor: float | None = key(
         None, "LinearToMin: the lr's floor, as a fraction of its start", ge=0, le=1
     )
-    kwargs: dict[str, Any] = key({}, "a torch scheduler's arguments")
+    kwargs: dict[str, Any] = key(
+        {},
+        "a torch scheduler's arguments (step_size, gamma, ...), checked against the class's"
+        " signature: one it does not take, or one it requires left out, is an error",
+    )
 
     def check(self, path: str) -> None:
         if self.name in CUSTOM_SCHEDULERS:
             if self.name == "LinearToMin" and self.min_factor is None:
                 raise SpecError(f"{path}.min_factor: required by LinearToMin")
             if self.kwargs:
-                raise SpecError(f"{path}.{next(iter(self.kwargs))}: unknown key for {self.name}")
-        else:
-            check_torch_name(
-                self.name,
-                "lr_schedulers",
-                f"{path}.name",
-                "torch.optim.lr_scheduler",
-                CUSTOM_SCHEDULERS,
-            )
+                k = next(iter(self.kwargs))
+                raise SpecError(f"{path}.{k}: {self.argument_error(k)}")
+            return
+        check_torch_name(
+            self.name,
+            "lr_schedulers",
+            f"{path}.name",
+            "torch.optim.lr_scheduler",
+            CUSTOM_SCHEDULERS,
+        )
+        custom_keys = [k for k in ("frame", "min_factor") if getattr(self, k) is not None]
+        check_torch_arguments(self.name, "lr_schedulers", [*self.kwargs, *custom_keys], path)
+
+    def argument_error(self, key: str) -> str | None:
+        """Why the scheduler cannot take `key`, or None if it can."""
+        if self.name not in CUSTOM_SCHEDULERS:
+            return torch_argument_error(self.name, "lr_schedulers", key)
+        declared = [k for k in self.keys() if k != "name"]
+        return (
+            None
+            if key in declared
+            else f"{self.name} takes no argument {key}{did_you_mean(key, declared)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -117,10 +145,19 @@ class LossSpec(Config):
 
     EXTRA = "kwargs"
     name: str = key(doc="a torch.nn loss (MSELoss, SmoothL1Loss, ...)", required=True)
-    kwargs: dict[str, Any] = key({}, "the loss's arguments")
+    kwargs: dict[str, Any] = key(
+        {},
+        "the loss's arguments (delta, beta, ...), checked against the torch class's signature:"
+        " one it does not take is an error",
+    )
 
     def check(self, path: str) -> None:
         check_torch_name(self.name, "losses", f"{path}.name", "torch.nn")
+        check_torch_arguments(self.name, "losses", self.kwargs, path)
+
+    def argument_error(self, key: str) -> str | None:
+        """Why the loss cannot take `key`, or None if it can."""
+        return torch_argument_error(self.name, "losses", key)
 
 
 DEFAULT_OPTIM = OptimSpec(name="Adam", lr=3e-4)  # a net's optimizer when its spec names none
@@ -359,6 +396,31 @@ def check_torch_name(
     options = [*torch_names()[kind], *extra]
     if name not in options:
         raise SpecError(f"{path}: {name!r} is not in {module}{did_you_mean(name, options)}")
+
+
+def torch_argument_error(name: str, kind: str, key: str) -> str | None:
+    """Why torch's `name` (one of its `kind`) cannot be given `key`, or None if it can."""
+    sig = torch_names()[kind][name]
+    if sig is None:  # it takes any keyword
+        return None
+    accepted = [*sig["required"], *sig["optional"]]
+    if key in accepted:
+        return None
+    return f"{name} takes no argument {key}{did_you_mean(key, accepted)}"
+
+
+def check_torch_arguments(name: str, kind: str, given: Iterable[str], path: str) -> None:
+    """Torch's `name` (one of its `kind`) takes every key of `given` and is given each argument
+    it requires; else one line at `path.<key>`."""
+    given = list(given)
+    for k in given:
+        error = torch_argument_error(name, kind, k)
+        if error:
+            raise SpecError(f"{path}.{k}: {error}")
+    sig = torch_names()[kind][name]
+    for k in sig["required"] if sig else ():
+        if k not in given:
+            raise SpecError(f"{path}.{k}: required by {name}")
 
 
 def env_seq_len(net: "NetSpec | None") -> int | None:
