@@ -46,6 +46,7 @@ from slm_lab.spec.search_space import SearchParam
 
 __all__ = ["SpecError", "did_you_mean", "get_spec", "check_spec", "validate", "Spec"]
 
+NET_SECTIONS = ("agent.net", "agent.critic_net")
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
 # a ${var} not inside a quoted string: quoted for parsing a template (check of an unfilled spec)
 BARE_VAR_PATTERN = re.compile(r"(?<![\"'\w$])\$\{([^}]*)\}(?![\"'\w])")
@@ -217,6 +218,9 @@ def apply_overrides(spec: dict[str, Any], overrides: dict[str, str]) -> dict[str
         for depth, k in enumerate(keys[:-1]):
             if not isinstance(node.get(k), dict):
                 where = ".".join(keys[: depth + 1])
+                roles = [r for r in ROLE_PREFIXES if isinstance(node.get(f"{r}{k}"), dict)]
+                if ".".join(keys[:depth]) in NET_SECTIONS and roles:
+                    raise SpecError(f"-s {path}={text}: {_roles_hint(keys, roles)}")
                 raise SpecError(
                     f"-s {path}={text}: {where} is not a mapping in the spec; set it whole, e.g. -s {where}={{...}}"
                 )
@@ -227,6 +231,14 @@ def apply_overrides(spec: dict[str, Any], overrides: dict[str, str]) -> dict[str
             value = text  # not YAML: the text itself
         node[keys[-1]] = applied[path] = value
     return applied
+
+
+def _roles_hint(keys: list[str], roles: list[str]) -> str:
+    """For agent.net.<key>.<...> where the spec sets <key> only per net (actor_<key>,
+    critic_<key>): the paths to set instead."""
+    section, key, rest = ".".join(keys[:2]), keys[2], keys[3:]
+    paths = [".".join([section, f"{r}{key}", *rest]) for r in roles]
+    return f"{section}.{key} is not set in the spec (each net has its own); did you mean {' or '.join(paths)}?"
 
 
 def _path_hint(spec: dict[str, Any], key: str) -> str:
@@ -381,6 +393,11 @@ def _check_searched_argument(param: SearchParam, net: NetSpec | None, key: str, 
         return
     role, _, own = key.partition("_") if key.startswith(ROLE_PREFIXES) else ("base", "", key)
     config = getattr(getattr(net, role), own, None)
+    roles = [
+        r for r in ROLE_PREFIXES if getattr(getattr(net, r.rstrip("_")), own, None) is not None
+    ]
+    if role == "base" and config is None and roles:
+        raise SpecError(f"{param.key}: {_roles_hint(param.path.split('.'), roles)}")
     if isinstance(config, OptimSpec | LRSchedulerSpec | LossSpec) and arg != "name":
         error = config.argument_error(arg)
         if error:

@@ -399,6 +399,10 @@ def test_an_argument_written_in_the_spec_is_checked(in_tmp: Path) -> None:
             {"agent": {"net": {"loss_spec": {"deltaa__uniform": [0.5, 2.0]}}}},
             "search.agent.net.loss_spec.deltaa__uniform: HuberLoss takes no argument deltaa; did you mean delta?",
         ),
+        (
+            {"agent.net.optim_spec.lr__loguniform": [1e-4, 1e-3]},
+            "search.agent.net.optim_spec.lr__loguniform: agent.net.optim_spec is not set in the spec (each net has its own); did you mean agent.net.actor_optim_spec.lr or agent.net.critic_optim_spec.lr?",
+        ),
     ],
 )
 def test_a_searched_argument_torch_does_not_take_is_one_line(
@@ -408,3 +412,12 @@ def test_a_searched_argument_torch_does_not_take_is_one_line(
     spec = kwargs_spec()
     spec["search"] = search
     assert check(in_tmp, {"v5": spec}) == (2, [], [f"error: v5: {line}"])
+
+
+def test_a_shared_key_set_on_per_net_optimizers_names_them(in_tmp: Path) -> None:
+    path = write_spec_file(in_tmp / "s.json", {"v5": kwargs_spec()})
+    result = invoke(["check", str(path), "v5", "-s", "agent.net.optim_spec.lr=1e-3"])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "error: v5: -s agent.net.optim_spec.lr=1e-3: agent.net.optim_spec is not set in the spec (each net has its own); did you mean agent.net.actor_optim_spec.lr or agent.net.critic_optim_spec.lr?"
+    ]
