@@ -28,8 +28,11 @@ from slm_lab.agent.memory.config import MEMORY_CONFIGS, SILMemoryConfig
 from slm_lab.agent.net.config import (
     NET_ROLE_KEYS,
     ROLE_PREFIXES,
+    LossSpec,
+    LRSchedulerSpec,
     NetConfig,
     NetSpec,
+    OptimSpec,
     check_net_input,
 )
 from slm_lab.env.config import EnvConfig
@@ -44,6 +47,7 @@ from slm_lab.spec.search_space import SearchParam
 
 __all__ = ["SpecError", "did_you_mean", "get_spec", "check_spec", "validate", "Spec"]
 
+NET_SECTIONS = ("agent.net", "agent.critic_net")
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
 # a ${var} not inside a quoted string: quoted for parsing a template (check of an unfilled spec)
 BARE_VAR_PATTERN = re.compile(r"(?<![\"'\w$])\$\{([^}]*)\}(?![\"'\w])")
@@ -215,6 +219,9 @@ def apply_overrides(spec: dict[str, Any], overrides: dict[str, str]) -> dict[str
         for depth, k in enumerate(keys[:-1]):
             if not isinstance(node.get(k), dict):
                 where = ".".join(keys[: depth + 1])
+                roles = [r for r in ROLE_PREFIXES if isinstance(node.get(f"{r}{k}"), dict)]
+                if ".".join(keys[:depth]) in NET_SECTIONS and roles:
+                    raise SpecError(f"-s {path}={text}: {_roles_hint(keys, roles)}")
                 raise SpecError(
                     f"-s {path}={text}: {where} is not a mapping in the spec; set it whole, e.g. -s {where}={{...}}"
                 )
@@ -225,6 +232,14 @@ def apply_overrides(spec: dict[str, Any], overrides: dict[str, str]) -> dict[str
             value = text  # not YAML: the text itself
         node[keys[-1]] = applied[path] = value
     return applied
+
+
+def _roles_hint(keys: list[str], roles: list[str]) -> str:
+    """For agent.net.<key>.<...> where the spec sets <key> only per net (actor_<key>,
+    critic_<key>): the paths to set instead."""
+    section, key, rest = ".".join(keys[:2]), keys[2], keys[3:]
+    paths = [".".join([section, f"{r}{key}", *rest]) for r in roles]
+    return f"{section}.{key} is not set in the spec (each net has its own); did you mean {' or '.join(paths)}?"
 
 
 def _path_hint(spec: dict[str, Any], key: str) -> str:
@@ -359,6 +374,8 @@ def _check_searched_path(param: SearchParam, spec: Spec) -> None:
         name = keys[2]
         role_key = name.split("_", 1)[1] if name.startswith(ROLE_PREFIXES) else None
         _check_declared(param, role_key if role_key in NET_ROLE_KEYS else name, NetConfig, section)
+        if len(keys) > 3:
+            _check_searched_argument(param, getattr(spec.agent, keys[1]), name, keys[3])
     elif keys[0] == "env" and len(keys) > 1:
         if keys[1] in EnvConfig.DEPRECATED:
             raise SpecError(f"{param.key}: {section} is not read (SLM Lab v5 never read it)")
@@ -368,6 +385,24 @@ def _check_searched_path(param: SearchParam, spec: Spec) -> None:
         _check_declared(param, keys[1], MetaConfig, section)
     else:
         raise SpecError(f"{param.key}: not a spec path a search can set ({SEARCHABLE})")
+
+
+def _check_searched_argument(param: SearchParam, net: NetSpec | None, key: str, arg: str) -> None:
+    """A searched argument of a net's optimizer, LR scheduler or loss (`key`, role-prefixed or
+    not) is one its class takes."""
+    if net is None:
+        return
+    role, _, own = key.partition("_") if key.startswith(ROLE_PREFIXES) else ("base", "", key)
+    config = getattr(getattr(net, role), own, None)
+    roles = [
+        r for r in ROLE_PREFIXES if getattr(getattr(net, r.rstrip("_")), own, None) is not None
+    ]
+    if role == "base" and config is None and roles:
+        raise SpecError(f"{param.key}: {_roles_hint(param.path.split('.'), roles)}")
+    if isinstance(config, OptimSpec | LRSchedulerSpec | LossSpec) and arg != "name":
+        error = config.argument_error(arg)
+        if error:
+            raise SpecError(f"{param.key}: {error}")
 
 
 def _check_declared(

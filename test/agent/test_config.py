@@ -13,7 +13,13 @@ from slm_lab.agent.algorithm.registry import ALGORITHMS
 from slm_lab.agent.memory.config import MEMORY_NAMES
 from slm_lab.agent.memory.registry import MEMORIES
 from slm_lab.agent.net import net_util
-from slm_lab.agent.net.config import NET_TYPES, current_torch_names, torch_names
+from slm_lab.agent.net.config import (
+    NET_TYPES,
+    TORCH_NAMES_PATH,
+    current_torch_names,
+    torch_names,
+    torch_names_text,
+)
 from slm_lab.agent.net.registry import NETS
 
 
@@ -28,10 +34,26 @@ def test_memory_and_net_names_match_their_registries() -> None:
 
 def test_torch_names_table_matches_the_installed_torch() -> None:
     """Regenerate with `python -m slm_lab.agent.net.config` after a torch upgrade."""
-    assert torch_names() == current_torch_names()
+    assert TORCH_NAMES_PATH.read_text() == torch_names_text(current_torch_names())
     assert torch_names()["activations"] == net_util.activation_names()
     assert {"Adam", "RMSprop"} <= set(torch_names()["optimizers"])
     assert "orthogonal_" in torch_names()["init_fns"]
+    # each class's keyword arguments, less what the builder passes (the params, the optimizer)
+    assert torch_names()["optimizers"]["Adam"]["optional"][:5] == [
+        "lr",
+        "betas",
+        "eps",
+        "weight_decay",
+        "amsgrad",
+    ]
+    assert torch_names()["lr_schedulers"]["StepLR"] == {
+        "required": ["step_size"],
+        "optional": ["gamma", "last_epoch"],
+    }
+    assert torch_names()["losses"]["HuberLoss"] == {
+        "required": [],
+        "optional": ["reduction", "delta"],
+    }
 
 
 @pytest.mark.subprocess

@@ -131,7 +131,8 @@ def test_v5_features_not_available_yet_are_named(
     assert line in err[0]
 
 
-# every key SLM Lab v5's benchmark specs use that is not in the minimal specs above
+# every key SLM Lab v5's benchmark specs (and v4's, for the torch schedulers) use that is not
+# in the minimal specs above
 V5_KEYS: list[tuple[str, str, Any]] = [
     ("ppo", "agent.algorithm.normalize_advantages", "percentile"),
     ("ppo", "agent.algorithm.normalize_advantages", "standardize"),
@@ -147,6 +148,22 @@ V5_KEYS: list[tuple[str, str, Any]] = [
         {"name": "LinearToMin", "frame": 4e2, "min_factor": 0.033},  # the run's max_frame
     ),
     ("ppo", "agent.net.lr_scheduler_spec", None),
+    ("ppo", "agent.net.actor_optim_spec", {"name": "Adam", "lr": 3e-4, "eps": 1e-5}),
+    ("ppo", "agent.net.actor_optim_spec", {"name": "Adam", "lr": 3e-4, "betas": [0.9, 0.999]}),
+    ("ppo", "agent.net.critic_optim_spec", {"name": "AdamW", "lr": 3e-4, "eps": 1e-5}),
+    (
+        "ppo",
+        "agent.net.critic_optim_spec",
+        {"name": "RMSprop", "lr": 7e-4, "alpha": 0.99, "eps": 1e-5},
+    ),
+    ("ppo", "agent.net.loss_spec", {"name": "SmoothL1Loss"}),
+    ("ppo", "agent.net.loss_spec", {"name": "CrossEntropyLoss"}),
+    ("ppo", "agent.net.lr_scheduler_spec", {"name": "StepLR", "step_size": 1000, "gamma": 0.9}),
+    (
+        "ppo",
+        "agent.net.lr_scheduler_spec",
+        {"name": "MultiStepLR", "milestones": [100, 200], "gamma": 0.5},
+    ),
     ("crossq", "agent.algorithm.log_alpha_max", 2.0),
     ("crossq", "agent.algorithm.log_alpha_min", -5.0),
 ]
@@ -329,4 +346,78 @@ def test_template_filled_with_set_is_a_plain_spec(in_tmp: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         "error: tpl.env.name: unresolved ${env}; pass it with -s env=VALUE"
+    ]
+
+
+# a net's optimizer, LR scheduler and loss arguments are those their torch classes take
+TORCH_ARGUMENTS: list[tuple[str, str]] = [
+    ("agent.net.actor_optim_spec.lrr=3e-4", "agent.net.actor_optim_spec.lrr: Adam takes no argument lrr; did you mean lr?"),
+    ("agent.net.critic_optim_spec.beta=[0.9, 0.99]", "agent.net.critic_optim_spec.beta: Adam takes no argument beta; did you mean betas?"),
+    ("agent.net.loss_spec.deltaa=1.0", "agent.net.loss_spec.deltaa: HuberLoss takes no argument deltaa; did you mean delta?"),
+    ("agent.net.loss_spec={name: SmoothL1Loss, deltaa: 1.0}", "agent.net.loss_spec.deltaa: SmoothL1Loss takes no argument deltaa; did you mean beta?"),
+    ("agent.net.lr_scheduler_spec={name: StepLR, step_sizee: 100}", "agent.net.lr_scheduler_spec.step_sizee: StepLR takes no argument step_sizee; did you mean step_size?"),
+    ("agent.net.lr_scheduler_spec={name: StepLR}", "agent.net.lr_scheduler_spec.step_size: required by StepLR"),
+    ("agent.net.lr_scheduler_spec={name: StepLR, step_size: 100, frame: 400}", "agent.net.lr_scheduler_spec.frame: StepLR takes no argument frame"),
+    ("agent.net.lr_scheduler_spec={name: LinearToZero, frme: 400}", "agent.net.lr_scheduler_spec.frme: LinearToZero takes no argument frme; did you mean frame?"),
+    ("agent.net.actor_lr_scheduler_spec={name: ExponentialLR, gamma: 0.9, gama: 0.9}", "agent.net.actor_lr_scheduler_spec.gama: ExponentialLR takes no argument gama; did you mean gamma?"),
+]  # fmt: skip
+
+
+def kwargs_spec() -> dict[str, Any]:
+    spec = make_spec("ppo")
+    spec["agent"]["net"]["loss_spec"] = {"name": "HuberLoss"}
+    return spec
+
+
+@pytest.mark.parametrize(("set_", "line"), TORCH_ARGUMENTS)
+def test_an_argument_torch_does_not_take_is_one_line(set_: str, line: str, in_tmp: Path) -> None:
+    """What the run would fail on at its first step (TypeError: unexpected keyword argument)."""
+    path = write_spec_file(in_tmp / "s.json", {"v5": kwargs_spec()})
+    result = invoke(["check", str(path), "v5", "-s", set_])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [f"error: v5: {line}"]
+
+
+def test_an_argument_written_in_the_spec_is_checked(in_tmp: Path) -> None:
+    spec = kwargs_spec()
+    spec["agent"]["net"]["actor_optim_spec"]["lrr"] = 3e-4
+    assert check(in_tmp, {"v5": spec}) == (
+        2,
+        [],
+        ["error: v5: agent.net.actor_optim_spec.lrr: Adam takes no argument lrr; did you mean lr?"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("search", "line"),
+    [
+        (
+            {"agent.net.actor_optim_spec.lrr__loguniform": [1e-4, 1e-3]},
+            "search.agent.net.actor_optim_spec.lrr__loguniform: Adam takes no argument lrr; did you mean lr?",
+        ),
+        (
+            {"agent": {"net": {"loss_spec": {"deltaa__uniform": [0.5, 2.0]}}}},
+            "search.agent.net.loss_spec.deltaa__uniform: HuberLoss takes no argument deltaa; did you mean delta?",
+        ),
+        (
+            {"agent.net.optim_spec.lr__loguniform": [1e-4, 1e-3]},
+            "search.agent.net.optim_spec.lr__loguniform: agent.net.optim_spec is not set in the spec (each net has its own); did you mean agent.net.actor_optim_spec.lr or agent.net.critic_optim_spec.lr?",
+        ),
+    ],
+)
+def test_a_searched_argument_torch_does_not_take_is_one_line(
+    search: dict[str, Any], line: str, in_tmp: Path
+) -> None:
+    """Every trial of the search would fail at its start."""
+    spec = kwargs_spec()
+    spec["search"] = search
+    assert check(in_tmp, {"v5": spec}) == (2, [], [f"error: v5: {line}"])
+
+
+def test_a_shared_key_set_on_per_net_optimizers_names_them(in_tmp: Path) -> None:
+    path = write_spec_file(in_tmp / "s.json", {"v5": kwargs_spec()})
+    result = invoke(["check", str(path), "v5", "-s", "agent.net.optim_spec.lr=1e-3"])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "error: v5: -s agent.net.optim_spec.lr=1e-3: agent.net.optim_spec is not set in the spec (each net has its own); did you mean agent.net.actor_optim_spec.lr or agent.net.critic_optim_spec.lr?"
     ]

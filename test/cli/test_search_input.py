@@ -43,6 +43,8 @@ BAD_SEARCHES: list[tuple[Any, str]] = [
     ({"agent.algorithm.training_frequency__randint": [1, 8]}, "search.agent.algorithm.training_frequency__randint: PPO does not read training_frequency (read by Reinforce, ActorCritic, SARSA,"),
     ({"agent.memory.batch_size__choice": [16, 32]}, "search.agent.memory.batch_size__choice: OnPolicyBatchReplay does not read batch_size (read by Replay, PrioritizedReplay)"),
     ({"agent.net.lr_decay__choice": [0.9]}, "search.agent.net.lr_decay__choice: agent.net.lr_decay is not read (SLM Lab v5 never read it)"),
+    ({"agent.net.actor_optim_spec.lrr__loguniform": [1e-4, 1e-3]}, "search.agent.net.actor_optim_spec.lrr__loguniform: Adam takes no argument lrr; did you mean lr?"),
+    ({"agent.net.optim_spec.lr__loguniform": [1e-4, 1e-3]}, "search.agent.net.optim_spec.lr__loguniform: agent.net.optim_spec is not set in the spec (each net has its own); did you mean agent.net.actor_optim_spec.lr or agent.net.critic_optim_spec.lr?"),
     ({"meta.max_trial__choice": [2, 4]}, "search.meta.max_trial__choice: meta.max_trial sets up the search; it cannot be searched"),
     ({"name__choice": ["a", "b"]}, "search.name__choice: not a spec path a search can set"),
     ({"env.gravity__uniform": [9, 10]}, "search.env.gravity__uniform: the value 9 does not fit: env.gravity: unknown key (not an SLM Lab env key, nor an argument of CartPole-v1)"),

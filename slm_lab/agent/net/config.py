@@ -1,13 +1,17 @@
 """The net spec keys, net types and the torch names a net spec may use, without importing torch.
 
 Types: int, float (int or float), bool, str, list, dict, any; a trailing '?' allows null.
-The torch names (optimizers, LR schedulers, losses, activations, init functions) are read from
-`torch_names.json`, which `python -m slm_lab.agent.net.config` regenerates from the installed
-torch; a test checks that it matches.
+The torch names (optimizers, LR schedulers and losses with the arguments each takes,
+activations, init functions) are read from `torch_names.json`, which
+`python -m slm_lab.agent.net.config` regenerates from the installed torch; a test checks that
+it matches.
 """
 
+import inspect
 import json
+import re
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -61,7 +65,11 @@ class OptimSpec(Config):
     EXTRA = "kwargs"
     name: str = key(doc="a torch.optim optimizer (Adam, RMSprop, ...)", required=True)
     lr: float | None = key(None, "learning rate (null: the optimizer's own default)", gt=0)
-    kwargs: dict[str, Any] = key({}, "the optimizer's other arguments")
+    kwargs: dict[str, Any] = key(
+        {},
+        "the optimizer's other arguments (betas, eps, ...), checked against the torch class's"
+        " signature: one it does not take is an error",
+    )
 
     def check(self, path: str) -> None:
         name = self.name
@@ -70,6 +78,11 @@ class OptimSpec(Config):
                 f"{path}.name: {name} (a Hogwild shared-memory optimizer) {NOT_YET}; use {name.removeprefix(HOGWILD_OPTIM_PREFIX)} with meta.distributed false"
             )
         check_torch_name(name, "optimizers", f"{path}.name", "torch.optim")
+        check_torch_arguments(name, "optimizers", self.arguments(), path)
+
+    def argument_error(self, key: str) -> str | None:
+        """Why the optimizer cannot take `key`, or None if it can."""
+        return torch_argument_error(self.name, "optimizers", key)
 
     def arguments(self) -> dict[str, Any]:
         return {**self.kwargs, **({"lr": self.lr} if self.lr is not None else {})}
@@ -90,22 +103,40 @@ class LRSchedulerSpec(Config):
     min_factor: float | None = key(
         None, "LinearToMin: the lr's floor, as a fraction of its start", ge=0, le=1
     )
-    kwargs: dict[str, Any] = key({}, "a torch scheduler's arguments")
+    kwargs: dict[str, Any] = key(
+        {},
+        "a torch scheduler's arguments (step_size, gamma, ...), checked against the class's"
+        " signature: one it does not take, or one it requires left out, is an error",
+    )
 
     def check(self, path: str) -> None:
         if self.name in CUSTOM_SCHEDULERS:
             if self.name == "LinearToMin" and self.min_factor is None:
                 raise SpecError(f"{path}.min_factor: required by LinearToMin")
             if self.kwargs:
-                raise SpecError(f"{path}.{next(iter(self.kwargs))}: unknown key for {self.name}")
-        else:
-            check_torch_name(
-                self.name,
-                "lr_schedulers",
-                f"{path}.name",
-                "torch.optim.lr_scheduler",
-                CUSTOM_SCHEDULERS,
-            )
+                k = next(iter(self.kwargs))
+                raise SpecError(f"{path}.{k}: {self.argument_error(k)}")
+            return
+        check_torch_name(
+            self.name,
+            "lr_schedulers",
+            f"{path}.name",
+            "torch.optim.lr_scheduler",
+            CUSTOM_SCHEDULERS,
+        )
+        custom_keys = [k for k in ("frame", "min_factor") if getattr(self, k) is not None]
+        check_torch_arguments(self.name, "lr_schedulers", [*self.kwargs, *custom_keys], path)
+
+    def argument_error(self, key: str) -> str | None:
+        """Why the scheduler cannot take `key`, or None if it can."""
+        if self.name not in CUSTOM_SCHEDULERS:
+            return torch_argument_error(self.name, "lr_schedulers", key)
+        declared = [k for k in self.keys() if k != "name"]
+        return (
+            None
+            if key in declared
+            else f"{self.name} takes no argument {key}{did_you_mean(key, declared)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -114,10 +145,19 @@ class LossSpec(Config):
 
     EXTRA = "kwargs"
     name: str = key(doc="a torch.nn loss (MSELoss, SmoothL1Loss, ...)", required=True)
-    kwargs: dict[str, Any] = key({}, "the loss's arguments")
+    kwargs: dict[str, Any] = key(
+        {},
+        "the loss's arguments (delta, beta, ...), checked against the torch class's signature:"
+        " one it does not take is an error",
+    )
 
     def check(self, path: str) -> None:
         check_torch_name(self.name, "losses", f"{path}.name", "torch.nn")
+        check_torch_arguments(self.name, "losses", self.kwargs, path)
+
+    def argument_error(self, key: str) -> str | None:
+        """Why the loss cannot take `key`, or None if it can."""
+        return torch_argument_error(self.name, "losses", key)
 
 
 DEFAULT_OPTIM = OptimSpec(name="Adam", lr=3e-4)  # a net's optimizer when its spec names none
@@ -287,32 +327,59 @@ ACTIVATION_ALIASES = ("linear", "identity", "leaky_relu")
 TORCH_NAMES_PATH = Path(__file__).with_name("torch_names.json")
 
 
+# what a built class is given beside its spec's arguments: the net's parameters, its optimizer
+BUILDER_ARGUMENTS = ("self", "params", "optimizer")
+# a class's arguments in the table: {"required": [...], "optional": [...]}, or None when it
+# takes any keyword (**kwargs)
+Signature = dict[str, list[str]] | None
+
+
 @cache
-def torch_names() -> dict[str, list[str]]:
-    """{optimizers, lr_schedulers, losses, activations, init_fns}: the names a spec may use."""
+def torch_names() -> dict[str, Any]:
+    """The names a spec may use: {optimizers, lr_schedulers, losses}: {class name: Signature},
+    {activations, init_fns}: [name]."""
     return json.loads(TORCH_NAMES_PATH.read_text())
 
 
-def current_torch_names() -> dict[str, list[str]]:
+def torch_signature(cls: type) -> Signature:
+    """The keyword arguments a spec may give `cls`: its __init__'s, less BUILDER_ARGUMENTS."""
+    params = [
+        p
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.name not in BUILDER_ARGUMENTS
+    ]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    named = [p for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    return {
+        "required": [p.name for p in named if p.default is inspect.Parameter.empty],
+        "optional": [p.name for p in named if p.default is not inspect.Parameter.empty],
+    }
+
+
+def current_torch_names() -> dict[str, Any]:
     """The same table read off the installed torch (imports it)."""
     import torch
     from torch import nn
 
-    def subclasses(module: Any, base: type) -> list[str]:
-        return sorted(
-            n
-            for n, v in vars(module).items()
+    def subclasses(module: Any, base: type) -> dict[str, type]:
+        return {
+            n: v
+            for n, v in sorted(vars(module).items())
             if not n.startswith("_")
             and isinstance(v, type)
             and issubclass(v, base)
             and v is not base
-        )
+        }
+
+    def signatures(module: Any, base: type) -> dict[str, Signature]:
+        return {n: torch_signature(cls) for n, cls in subclasses(module, base).items()}
 
     activations = {n.lower() for n in subclasses(nn.modules.activation, nn.Module)}
     return {
-        "optimizers": subclasses(torch.optim, torch.optim.Optimizer),
-        "lr_schedulers": subclasses(torch.optim.lr_scheduler, torch.optim.lr_scheduler.LRScheduler),
-        "losses": subclasses(nn, nn.modules.loss._Loss),
+        "optimizers": signatures(torch.optim, torch.optim.Optimizer),
+        "lr_schedulers": signatures(torch.optim.lr_scheduler, torch.optim.lr_scheduler.LRScheduler),
+        "losses": signatures(nn, nn.modules.loss._Loss),
         "activations": sorted(activations | set(ACTIVATION_ALIASES)),
         "init_fns": sorted(
             n
@@ -331,6 +398,31 @@ def check_torch_name(
         raise SpecError(f"{path}: {name!r} is not in {module}{did_you_mean(name, options)}")
 
 
+def torch_argument_error(name: str, kind: str, key: str) -> str | None:
+    """Why torch's `name` (one of its `kind`) cannot be given `key`, or None if it can."""
+    sig = torch_names()[kind][name]
+    if sig is None:  # it takes any keyword
+        return None
+    accepted = [*sig["required"], *sig["optional"]]
+    if key in accepted:
+        return None
+    return f"{name} takes no argument {key}{did_you_mean(key, accepted)}"
+
+
+def check_torch_arguments(name: str, kind: str, given: Iterable[str], path: str) -> None:
+    """Torch's `name` (one of its `kind`) takes every key of `given` and is given each argument
+    it requires; else one line at `path.<key>`."""
+    given = list(given)
+    for k in given:
+        error = torch_argument_error(name, kind, k)
+        if error:
+            raise SpecError(f"{path}.{k}: {error}")
+    sig = torch_names()[kind][name]
+    for k in sig["required"] if sig else ():
+        if k not in given:
+            raise SpecError(f"{path}.{k}: required by {name}")
+
+
 def env_seq_len(net: "NetSpec | None") -> int | None:
     """How many recent observations the env stacks per step: a RecurrentNet's `seq_len`, else None."""
     return net.base.seq_len if net is not None and net.base.type == "RecurrentNet" else None
@@ -345,6 +437,16 @@ def check_net_input(
     return None
 
 
+def torch_names_text(names: dict[str, Any]) -> str:
+    """The table as JSON, a signature's lists of arguments each on one line."""
+    text = json.dumps(names, indent=2) + "\n"
+    return re.sub(
+        r"\[\n {8}([^\]]*)\n {6}\]",
+        lambda m: "[" + " ".join(m.group(1).split()) + "]",
+        text,
+    )
+
+
 if __name__ == "__main__":
-    TORCH_NAMES_PATH.write_text(json.dumps(current_torch_names(), indent=2) + "\n")
+    TORCH_NAMES_PATH.write_text(torch_names_text(current_torch_names()))
     print(f"wrote {TORCH_NAMES_PATH}")
