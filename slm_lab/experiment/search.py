@@ -28,7 +28,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from slm_lab.experiment import analysis, record, stop
 from slm_lab.experiment.analysis import TRIAL_METRICS
-from slm_lab.experiment.layout import RunLayout
+from slm_lab.experiment.layout import RunLayout, validation_name
 from slm_lab.experiment.ray_cluster import concurrent_trials, route_ray_logs
 from slm_lab.experiment.search_trial import (
     DONE,
@@ -329,9 +329,13 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
     best = max(completed, key=lambda t: t[METRIC], default=None)
     best_spec = None
     if best is not None:
+        # to validate the best trial on new seeds: the seed left to be drawn (the trial's own
+        # would replay seeds the search ran), named so that its run folder says what it is
+        name = validation_name(spec.name, best["trial"])
         run = record.read_trial_spec(layout.trial_dir(best["trial"]), best["trial"])
+        run = run.with_values({"name": name, "meta.random_seed": None})
         best_spec = layout.best_spec
-        io.write_json({spec.name: run.to_dict()}, best_spec)
+        io.write_json({name: run.to_dict()}, best_spec)
     ranked = sorted(
         (t for t in trials if not math.isnan(t[METRIC])), key=lambda t: t[METRIC], reverse=True
     )
