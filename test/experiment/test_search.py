@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -140,16 +141,28 @@ def test_asha_stops_the_trials_that_cannot_learn(ray_address: str, in_tmp: Path)
 
     best = int(df.loc[df["status"] == "completed", "total_reward_ma"].idxmax())
     best_spec = search_dir / f"{NAME}_best_spec.json"
-    [best_run] = json.loads(best_spec.read_text()).values()
+    validate = f"{NAME}_t{best}_validate"
+    [(best_name, best_run)] = json.loads(best_spec.read_text()).items()
+    assert best_name == validate and best_run["meta"]["random_seed"] is None
     assert best_run["agent"]["algorithm"]["gamma"] == df[GAMMA][best]
     assert "search" not in best_run and best_run["meta"]["max_trial"] == 1
-    assert invoke(["check", str(best_spec)]).stdout == f"ok: {NAME}\n"
+    assert invoke(["check", str(best_spec)]).stdout == f"ok: {validate}\n"
     out = result.stdout.splitlines()
     assert out[0] == "search: 4 trials | completed 2 | stopped 2"
     assert out[2].startswith(f"  {NAME}_t{best} | total_reward_ma:")
+    shown = search_dir.relative_to(in_tmp.resolve()) / best_spec.name
     assert out[-1] == (
-        f"best: {NAME}_t{best}; validate it with: uv run slm-lab run {best_spec} {NAME} train"
+        f"best: {NAME}_t{best}; validate it on new seeds with: uv run slm-lab run {shown} {validate} train"
     )
+    # the printed command, cut short: a run folder named as a validation, on a new seed
+    validated = invoke([*out[-1].split(" uv run slm-lab ")[1].split(), "--max-frame", "200"])
+    assert validated.exit_code == 0, validated.stderr
+    [run_dir] = [d for d in run_dirs(in_tmp / "data") if d.name != search_dir.name]
+    assert re.fullmatch(rf"{validate}_\d{{4}}_\d{{2}}_\d{{2}}_\d{{6}}", run_dir.name)
+    assert validated.stdout.splitlines()[-1] == f"run folder: data/{run_dir.name}"
+    trial_seed = json.loads((search_dir / f"{NAME}_t{best}" / f"{NAME}_spec.json").read_text())
+    run_seed = json.loads((run_dir / f"{validate}_spec.json").read_text())["meta"]["random_seed"]
+    assert trial_seed["meta"]["random_seed"] == 42 and run_seed not in (None, 42)
     assert f"{NAME}_t1 stopped early at frame 200 | total_reward_ma:8" in result.stderr
     assert f"{NAME}_t0 started | env.max_t=500 | {GAMMA}=" in result.stderr
     assert session_processes() == []
