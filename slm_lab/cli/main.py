@@ -419,15 +419,18 @@ def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: s
 
 
 def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
-    from slm_lab.experiment.layout import RunLayout
+    """The trials, then the command that runs the best one again on new seeds (its score among
+    the trials is partly its seeds' luck)."""
+    from slm_lab.experiment.layout import RunLayout, validation_name
 
-    experiment_df = RunLayout(search_dir, name).experiment_df
+    layout = RunLayout(search_dir, name)
     _print_trials(summary.trials, name, f"search: {len(summary.trials)} trials")
-    typer.echo(f"experiment table: {experiment_df}")
+    typer.echo(f"experiment table: {layout.experiment_df}")
     if summary.best_spec is None:
-        _fail(f"no trial of {name} completed (see {experiment_df})", 1)
+        _fail(f"no trial of {name} completed (see {layout.experiment_df})", 1)
+    trial = summary.best["trial"]
     typer.echo(
-        f"best: {name}_t{summary.best['trial']}; validate it with: uv run slm-lab run {summary.best_spec} {name} train"
+        f"best: {name}_t{trial}; validate it on new seeds with: uv run slm-lab run {layout.best_spec} {validation_name(name, trial)} train"
     )
 
 

@@ -11,7 +11,9 @@ data/<name>_<YYYY_MM_DD_HHMMSS>/          a run (or a search: its trials are run
   log/   run.log (search.log), <prefix>.log, tb/<prefix>/ (TensorBoard)
   model/ <prefix>_ckpt-{latest,best}_{model,state}.pt
 ```
-where <prefix> is a session's `<name>_t<trial>_s<session>`.
+where <prefix> is a session's `<name>_t<trial>_s<session>`. A search writes its best trial i as
+the spec `<name>_t<i>_validate` (`<name>_best_spec.json`, no seed): a train run of it, the best
+trial on new seeds, is `data/<name>_t<i>_validate_<YYYY_MM_DD_HHMMSS>/`.
 """
 
 import re
@@ -27,6 +29,7 @@ SEARCH_STATE_DIR = "tune"  # what makes a folder a search folder: Tune's experim
 EXPERIMENT_DF = "experiment_df.csv"  # a search's table of trials, written when it finishes
 # the rows of the trials that had ended when a search was stopped (Ctrl-C); it resumes
 PARTIAL_EXPERIMENT_DF = "experiment_df_so_far.csv"
+VALIDATION_SUFFIX = "_validate"  # a search's best trial, run again on new seeds
 # a trial's or session's spec, or a search's best trial as a spec file
 _PART_SPEC = re.compile(r"(_t\d+(_s\d+)?|_best)_spec\.json$")
 
@@ -34,6 +37,12 @@ _PART_SPEC = re.compile(r"(_t\d+(_s\d+)?|_best)_spec\.json$")
 def prefix(name: str, trial: int, session: int | None = None) -> str:
     """The name a run's files start with: <spec name>_t<trial>[_s<session>]."""
     return f"{name}_t{trial}" + ("" if session is None else f"_s{session}")
+
+
+def validation_name(name: str, trial: int) -> str:
+    """The spec name of a search's best trial run again on new seeds, so its run folder says
+    what it is: <name>_t<trial>_validate."""
+    return f"{prefix(name, trial)}{VALIDATION_SUFFIX}"
 
 
 def new_root(name: str) -> Path:

@@ -28,7 +28,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from slm_lab.experiment import analysis, record, stop
 from slm_lab.experiment.analysis import TRIAL_METRICS
-from slm_lab.experiment.layout import RunLayout
+from slm_lab.experiment.layout import RunLayout, validation_name
 from slm_lab.experiment.ray_cluster import concurrent_trials, route_ray_logs
 from slm_lab.experiment.search_trial import (
     DONE,
@@ -69,9 +69,9 @@ class SearchStopped(Exception):
 @dataclass(frozen=True)
 class SearchSpace:
     """Optuna's define-by-run space: each searched path drawn from its distribution. Values that
-    Optuna cannot draw directly (normal, quantized, any JSON choice) are drawn through one it
-    can, under the same name, and returned transformed; the returned value is what the trial
-    gets."""
+    Optuna cannot draw directly, or draws with other weights than Ray Tune (normal, quantized,
+    log-scale int, any JSON choice), are drawn through one it can, under the same name, and
+    returned transformed; the returned value is what the trial gets."""
 
     params: tuple[SearchParam, ...]
 
@@ -94,14 +94,16 @@ def draw(p: SearchParam, trial: Any) -> Any:
             u = trial.suggest_float(name, NORMAL_QUANTILE_EPS, 1 - NORMAL_QUANTILE_EPS)
             x = statistics.NormalDist(a[0], a[1]).inv_cdf(u)
             return x if p.dist == "randn" else quantize(x, a[2])
-        case "randint":
-            return trial.suggest_int(name, a[0], a[1] - 1)
-        case "qrandint":
-            return a[2] * trial.suggest_int(name, math.ceil(a[0] / a[2]), a[1] // a[2])
-        case "lograndint":
-            return trial.suggest_int(name, a[0], a[1] - 1, log=True)
-        case "qlograndint":
-            return round(trial.suggest_int(name, a[0], a[1], log=True) / a[2]) * a[2]
+        case "randint" | "qrandint":
+            q, first, last = p.int_grid()
+            return q * trial.suggest_int(name, first, last)
+        case "lograndint" | "qlograndint":
+            # as Ray Tune draws it: a float log-uniform in [first, last + 1), floored, so k has
+            # the weight log((k + 1) / k) (Optuna's log ints round, weighting k differently);
+            # the min: Optuna's float range includes its top
+            q, first, last = p.int_grid()
+            k = math.floor(trial.suggest_float(name, first, last + 1, log=True))
+            return q * min(k, last)
         case "choice":
             return a[trial.suggest_categorical(name, list(range(len(a))))]
     raise ValueError(f"{p.key}: unknown distribution")  # parse() admits none other
@@ -327,9 +329,13 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
     best = max(completed, key=lambda t: t[METRIC], default=None)
     best_spec = None
     if best is not None:
+        # to validate the best trial on new seeds: the seed left to be drawn (the trial's own
+        # would replay seeds the search ran), named so that its run folder says what it is
+        name = validation_name(spec.name, best["trial"])
         run = record.read_trial_spec(layout.trial_dir(best["trial"]), best["trial"])
+        run = run.with_values({"name": name, "meta.random_seed": None})
         best_spec = layout.best_spec
-        io.write_json({spec.name: run.to_dict()}, best_spec)
+        io.write_json({name: run.to_dict()}, best_spec)
     ranked = sorted(
         (t for t in trials if not math.isnan(t[METRIC])), key=lambda t: t[METRIC], reverse=True
     )

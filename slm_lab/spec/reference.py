@@ -143,21 +143,28 @@ SLM Lab v5 specs write it:
 | distribution | arguments | draws |
 |---|---|---|
 | `uniform` | `[lo, hi]` | a float in [lo, hi] |
-| `quniform` | `[lo, hi, q]` | uniform, rounded to a multiple of q |
+| `quniform` | `[lo, hi, q]` | uniform, rounded to a multiple of q; lo and hi must be multiples of q |
 | `loguniform` | `[lo, hi]` | a float in [lo, hi], uniform in log space (lo > 0) |
-| `qloguniform` | `[lo, hi, q]` | loguniform, rounded to a multiple of q |
+| `qloguniform` | `[lo, hi, q]` | loguniform, rounded to a multiple of q; lo and hi must be multiples of q |
 | `randn` | `[mean, sd]` | a normal float |
 | `qrandn` | `[mean, sd, q]` | randn, rounded to a multiple of q |
-| `randint` | `[lo, hi]` | an int in [lo, hi) |
-| `qrandint` | `[lo, hi, q]` | a multiple of q in [lo, hi] |
-| `lograndint` | `[lo, hi]` | an int in [lo, hi), uniform in log space (lo > 0) |
-| `qlograndint` | `[lo, hi, q]` | lograndint, rounded to a multiple of q |
+| `randint` | `[lo, hi]` | an int in [lo, hi): hi excluded |
+| `qrandint` | `[lo, hi, q]` | a multiple of q in [lo, hi], each as likely: hi included, except with q = 1 (then it is `randint`, hi excluded) |
+| `lograndint` | `[lo, hi]` | an int in [lo, hi): a float uniform in log space, floored (lo > 0; hi excluded) |
+| `qlograndint` | `[lo, hi, q]` | a multiple of q in [lo, hi], `lograndint` over the multiples' indices: hi included, except with q = 1 (then it is `lograndint`) |
 | `choice` | `[v1, v2, ...]` | one of the values (any JSON value) |
+
+These are Ray Tune's distributions, with its bounds and weights. A quantized int distribution
+draws the multiples of q inside its bounds: `qlograndint [1, 100, 10]` draws 10 to 100, and
+`qrandint [3, 20, 5]` 5 to 20; with no multiple inside, it is refused. A quantized float
+distribution refuses bounds that are not multiples of q, as Ray Tune does (rounded draws would
+leave them). A rounded float's bounds are half as likely as the multiples between them.
 
 A path must name a key its section reads (`agent.algorithm`, `agent.memory`, `agent.net`,
 `agent.critic_net`, `env` (its own arguments too) or `meta`, not `meta.max_trial` nor the
-search's own settings); `slm-lab check` validates the spec with each bound and each choice set.
-`grid_search` is refused: Optuna samples, use `choice`."""
+search's own settings); `slm-lab check` validates the spec with the path set to the smallest
+and largest value the distribution draws (and a non-integral one, where it draws one), and to
+each choice. `grid_search` is refused: Optuna samples, use `choice`."""
 
 
 def render() -> str:

@@ -4,23 +4,31 @@ Ray-free: `slm-lab check` validates it).
 A leaf is `<dotted spec path>__<distribution>: [arguments]`, written flat
 (`"agent.algorithm.gamma__uniform": [0.98, 0.999]`) or nested
 (`"agent": {"algorithm": {"gamma__uniform": [...]}}`), as SLM Lab v5 specs write it. The
-distributions are Ray Tune's:
+distributions are Ray Tune's, with its bounds and weights:
 
   uniform [lo, hi]          a float in [lo, hi]
-  quniform [lo, hi, q]      uniform, rounded to a multiple of q
+  quniform [lo, hi, q]      uniform, rounded to a multiple of q (lo and hi multiples of q)
   loguniform [lo, hi]       a float in [lo, hi], uniform in log space (lo > 0)
-  qloguniform [lo, hi, q]   loguniform, rounded to a multiple of q
+  qloguniform [lo, hi, q]   loguniform, rounded to a multiple of q (lo and hi multiples of q)
   randn [mean, sd]          a normal float
   qrandn [mean, sd, q]      randn, rounded to a multiple of q
   randint [lo, hi]          an int in [lo, hi) (hi excluded)
-  qrandint [lo, hi, q]      a multiple of q in [lo, hi] (hi included)
-  lograndint [lo, hi]       an int in [lo, hi), uniform in log space (lo > 0)
-  qlograndint [lo, hi, q]   lograndint, rounded to a multiple of q (hi included)
+  qrandint [lo, hi, q]      a multiple of q in [lo, hi], each as likely (hi included, except
+                            with q = 1: then randint)
+  lograndint [lo, hi]       an int in [lo, hi) (hi excluded): a float uniform in log space,
+                            floored (lo > 0)
+  qlograndint [lo, hi, q]   a multiple of q in [lo, hi], lograndint over the multiples'
+                            indices (hi included, except with q = 1: then lograndint)
   choice [v1, v2, ...]      one of the values (any JSON value: a list, a mapping, null)
+
+A quantized int distribution takes the multiples of q inside its bounds (qlograndint
+[1, 100, 10] draws 10 to 100); a quantized float one refuses bounds that are not multiples of q,
+as Ray Tune does.
 """
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +50,8 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "choice": (),
 }
 INT_DISTS = ("randint", "qrandint", "lograndint", "qlograndint")
+QUANTIZED_INT_DISTS = ("qrandint", "qlograndint")
+QUANTIZED_FLOAT_DISTS = ("quniform", "qloguniform")
 LOG_DISTS = ("loguniform", "qloguniform", "lograndint", "qlograndint")
 NORMAL_DISTS = ("randn", "qrandn")
 # a float that is not a round number, to check that a key declared int refuses float draws
@@ -63,26 +73,51 @@ class SearchParam:
         return f"search.{self.path}{DIST_SEP}{self.dist}"
 
     def probes(self) -> list[Any]:
-        """Values the distribution can give, to validate against the spec before any trial
-        runs: both bounds, and an interior non-integral value for the float distributions (a
-        key declared int refuses it); the mean for the normal ones; every option of a choice."""
+        """Values the distribution draws, to validate against the spec before any trial runs:
+        its smallest and largest draw, and a non-integral draw where it has one (a key declared
+        int refuses it): for the float distributions an interior value (the normal ones: the
+        mean, and a value within one sd), for the quantized ones the second multiple of q; every
+        option of a choice."""
         if self.dist == "choice":
             return list(self.args)
-        if self.dist in NORMAL_DISTS:
-            return [self.args[0]]
-        lo, hi = self.args[0], self.args[1]
         if self.dist in INT_DISTS:
-            top = hi if self.dist in ("qrandint", "qlograndint") else hi - 1
-            return [lo, top]
-        if self.dist in ("quniform", "qloguniform"):
+            q, first, last = self.int_grid()
+            return [q * first, q * last]
+        if self.dist in NORMAL_DISTS:
+            mean, sd = self.args[0], self.args[1]
+            if self.dist == "randn":
+                return [mean, mean + sd * NON_INTEGRAL_FRACTION]
             q = self.args[2]
-            return [quantize(lo, q), quantize(hi, q)]
+            return [quantize(mean, q), quantize(mean + q, q)]
+        lo, hi = self.args[0], self.args[1]
+        if self.dist in QUANTIZED_FLOAT_DISTS:
+            q = self.args[2]
+            return list(dict.fromkeys([quantize(lo, q), quantize(lo + q, q), quantize(hi, q)]))
         return [lo, hi, lo + (hi - lo) * NON_INTEGRAL_FRACTION]
+
+    def int_grid(self) -> tuple[int, int, int]:
+        """(q, first, last) of an int distribution: it draws q x k for k in [first, last], as
+        Ray Tune does. With q = 1 (randint and lograndint too) hi is excluded; a larger q
+        takes the multiples of q inside [lo, hi], hi included."""
+        lo, hi = self.args[0], self.args[1]
+        q = self.args[2] if self.dist in QUANTIZED_INT_DISTS else 1
+        if q == 1:
+            return 1, lo, hi - 1
+        return q, grid_index(lo, q, math.ceil), grid_index(hi, q, math.floor)
+
+
+def grid_index(bound: float, q: float, inwards: Callable[[float], int]) -> int:
+    """The index k of the multiple k x q that `bound` rounds to inwards (`math.ceil` for a lower
+    bound, `math.floor` for an upper one); a bound within float error of a multiple is that
+    multiple, as Ray Tune takes it."""
+    scaled = bound / q
+    nearest = round(scaled)
+    return nearest if math.isclose(scaled, nearest) else inwards(scaled)
 
 
 def quantize(x: float, q: float) -> float:
-    """x rounded to a multiple of q, as Ray Tune rounds (to 12 significant digits, so that
-    0.1 x 3 reads 0.3)."""
+    """x rounded to the nearest multiple of q (half to even), as Ray Tune rounds, written to 12
+    significant digits: 0.1 x 3 reads 0.3, not 0.30000000000000004."""
     return float(f"{round(x / q) * q:.{QUANTIZED_DIGITS}g}")
 
 
@@ -159,7 +194,30 @@ def _param(path: str, dist: str, args: Any) -> SearchParam:
         raise SpecError(f"{key}: lo must be > 0 for a log-scale distribution, got {args[0]!r}")
     if len(args) == len(DISTRIBUTIONS["quniform"]) and args[2] <= 0:
         raise SpecError(f"{key}: q must be > 0, got {args[2]!r}")
-    return SearchParam(path, dist, tuple(args))
+    param = SearchParam(path, dist, tuple(args))
+    if dist in QUANTIZED_FLOAT_DISTS:
+        for name, bound in zip(names[:2], args[:2], strict=True):
+            _check_multiple(key, name, bound, args[2], dist in LOG_DISTS)
+    elif dist in QUANTIZED_INT_DISTS:
+        q, first, last = param.int_grid()
+        if first > last:
+            raise SpecError(
+                f"{key}: no multiple of q {q} lies in [{args[0]}, {args[1]}], so there is nothing to draw; widen the bounds or use a smaller q"
+            )
+    return param
+
+
+def _check_multiple(key: str, name: str, bound: float, q: float, log: bool) -> None:
+    """A quantized float distribution's bound must be a multiple of q, as Ray Tune requires
+    (rounding the draws keeps them inside the bounds only then)."""
+    scaled = bound / q
+    if math.isclose(scaled, round(scaled)):
+        return
+    near = [quantize(k * q, q) for k in (math.floor(scaled), math.ceil(scaled))]
+    fits = " or ".join(f"{m!r}" for m in near if not (log and m <= 0))
+    raise SpecError(
+        f"{key}: {name} {bound!r} is not a multiple of q {q!r}, which Ray Tune refuses; use {fits}"
+    )
 
 
 def set_paths(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:

@@ -421,3 +421,26 @@ def test_a_shared_key_set_on_per_net_optimizers_names_them(in_tmp: Path) -> None
     assert result.stderr.splitlines() == [
         "error: v5: -s agent.net.optim_spec.lr=1e-3: agent.net.optim_spec is not set in the spec (each net has its own); did you mean agent.net.actor_optim_spec.lr or agent.net.critic_optim_spec.lr?"
     ]
+
+
+def test_check_refuses_quantized_bounds_ray_tune_refuses(in_tmp: Path) -> None:
+    """A quantized float's bounds off its grid: Ray Tune refuses them, and so does `check`."""
+    spec = make_spec("ppo")
+    spec["search"] = {"agent.algorithm.lam__quniform": [0.9, 0.95, 0.02]}
+    code, out, err = check(in_tmp, {"a": spec})
+    assert (code, out) == (2, [])
+    assert err == [
+        "error: a: search.agent.algorithm.lam__quniform: hi 0.95 is not a multiple of q 0.02, which Ray Tune refuses; use 0.94 or 0.96"
+    ]
+
+
+def test_check_tries_the_values_a_quantized_int_draws(in_tmp: Path) -> None:
+    """qrandint with q = 1 excludes hi, as Ray Tune's does: a hi one past the largest
+    minibatch is fine; with a larger q hi is drawn, and tried."""
+    spec = make_spec("ppo")  # a batch of 64
+    spec["search"] = {"agent.algorithm.minibatch_size__qrandint": [32, 65, 1]}
+    assert check(in_tmp, {"a": spec}) == (0, ["ok: a"], [])
+    spec["search"] = {"agent.algorithm.minibatch_size__qlograndint": [1, 80, 16]}
+    assert check(in_tmp, {"a": spec})[2] == [
+        "error: a: search.agent.algorithm.minibatch_size__qlograndint: the value 80 does not fit: agent.algorithm.minibatch_size: 80 is larger than the batch of 64 (time_horizon x num_unrolls x num_envs)"
+    ]

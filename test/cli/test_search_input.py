@@ -39,6 +39,8 @@ BAD_SEARCHES: list[tuple[Any, str]] = [
     ({"agent.algorithm.training_epoch__randint": [1.5, 4]}, "search.agent.algorithm.training_epoch__randint: lo must be an int, got 1.5"),
     ({f"{GAMMA}__quniform": [0.9, 0.99, 0]}, f"search.{GAMMA}__quniform: q must be > 0, got 0"),
     ({f"{GAMMA}__randn": [0.99, -0.01]}, f"search.{GAMMA}__randn: sd must be > 0, got -0.01"),
+    ({f"{GAMMA}__quniform": [0.9, 0.99, 0.02]}, f"search.{GAMMA}__quniform: hi 0.99 is not a multiple of q 0.02, which Ray Tune refuses; use 0.98 or 1.0"),
+    ({"agent.algorithm.training_epoch__qrandint": [1, 7, 8]}, "search.agent.algorithm.training_epoch__qrandint: no multiple of q 8 lies in [1, 7], so there is nothing to draw; widen the bounds or use a smaller q"),
     ({"agent.algorithm.gammma__uniform": [0.9, 0.99]}, "search.agent.algorithm.gammma__uniform: agent.algorithm.gammma is not a spec key; did you mean gamma?"),
     ({"agent.algorithm.training_frequency__randint": [1, 8]}, "search.agent.algorithm.training_frequency__randint: PPO does not read training_frequency (read by Reinforce, ActorCritic, SARSA,"),
     ({"agent.memory.batch_size__choice": [16, 32]}, "search.agent.memory.batch_size__choice: OnPolicyBatchReplay does not read batch_size (read by Replay, PrioritizedReplay)"),

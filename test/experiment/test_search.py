@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from conftest import invoke, load, make_spec, run_dirs, write_spec_file
 from slm_lab import ROOT_DIR
 from slm_lab.experiment.analysis import TRIAL_METRICS
 from slm_lab.experiment.layout import RunLayout
+from slm_lab.spec import search_space
+from slm_lab.spec.spec_util import SpecError
 
 NAME = "ppo_search"
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
@@ -138,16 +141,28 @@ def test_asha_stops_the_trials_that_cannot_learn(ray_address: str, in_tmp: Path)
 
     best = int(df.loc[df["status"] == "completed", "total_reward_ma"].idxmax())
     best_spec = search_dir / f"{NAME}_best_spec.json"
-    [best_run] = json.loads(best_spec.read_text()).values()
+    validate = f"{NAME}_t{best}_validate"
+    [(best_name, best_run)] = json.loads(best_spec.read_text()).items()
+    assert best_name == validate and best_run["meta"]["random_seed"] is None
     assert best_run["agent"]["algorithm"]["gamma"] == df[GAMMA][best]
     assert "search" not in best_run and best_run["meta"]["max_trial"] == 1
-    assert invoke(["check", str(best_spec)]).stdout == f"ok: {NAME}\n"
+    assert invoke(["check", str(best_spec)]).stdout == f"ok: {validate}\n"
     out = result.stdout.splitlines()
     assert out[0] == "search: 4 trials | completed 2 | stopped 2"
     assert out[2].startswith(f"  {NAME}_t{best} | total_reward_ma:")
+    shown = search_dir.relative_to(in_tmp.resolve()) / best_spec.name
     assert out[-1] == (
-        f"best: {NAME}_t{best}; validate it with: uv run slm-lab run {best_spec} {NAME} train"
+        f"best: {NAME}_t{best}; validate it on new seeds with: uv run slm-lab run {shown} {validate} train"
     )
+    # the printed command, cut short: a run folder named as a validation, on a new seed
+    validated = invoke([*out[-1].split(" uv run slm-lab ")[1].split(), "--max-frame", "200"])
+    assert validated.exit_code == 0, validated.stderr
+    [run_dir] = [d for d in run_dirs(in_tmp / "data") if d.name != search_dir.name]
+    assert re.fullmatch(rf"{validate}_\d{{4}}_\d{{2}}_\d{{2}}_\d{{6}}", run_dir.name)
+    assert validated.stdout.splitlines()[-1] == f"run folder: data/{run_dir.name}"
+    trial_seed = json.loads((search_dir / f"{NAME}_t{best}" / f"{NAME}_spec.json").read_text())
+    run_seed = json.loads((run_dir / f"{validate}_spec.json").read_text())["meta"]["random_seed"]
+    assert trial_seed["meta"]["random_seed"] == 42 and run_seed not in (None, 42)
     assert f"{NAME}_t1 stopped early at frame 200 | total_reward_ma:8" in result.stderr
     assert f"{NAME}_t0 started | env.max_t=500 | {GAMMA}=" in result.stderr
     assert session_processes() == []
@@ -342,7 +357,7 @@ def group_processes(pgid: int) -> list[psutil.Process]:
 def test_a_seed_gives_the_same_suggestions_and_each_draw_fits_its_distribution() -> None:
     search = {
         "a__uniform": [0.9, 0.99],
-        "b__quniform": [0.1, 0.9, 0.2],
+        "b__quniform": [0.2, 0.8, 0.2],
         "c__loguniform": [1e-4, 1e-2],
         "d__qloguniform": [1e-4, 1e-2, 1e-4],
         "e__randn": [0.5, 0.1],
@@ -373,6 +388,73 @@ def test_a_seed_gives_the_same_suggestions_and_each_draw_fits_its_distribution()
         "null",
         '"x"',
     }
+
+
+# leaf -> (arguments, the bin a draw counts in, whether the bins are the draws' values)
+RAY_TUNE_CASES: dict[str, tuple[list[Any], Any, bool]] = {
+    "uniform": ([0.9, 0.99], lambda x: int((x - 0.9) / 0.009), False),
+    "loguniform": ([1e-4, 1e-2], lambda x: int(math.log10(x) * 5), False),
+    "randn": ([0.5, 0.1], lambda x: round((x - 0.5) / 0.1), False),
+    "quniform": ([0, 1, 0.25], lambda x: round(x / 0.25), True),
+    "qloguniform": ([1e-3, 1e-2, 1e-3], lambda x: round(x / 1e-3), True),
+    "qrandn": ([0, 1, 0.5], lambda x: round(x / 0.5), False),
+    "randint": ([1, 4], int, True),
+    "qrandint": ([0, 10, 1], int, True),  # q = 1: hi excluded
+    "qrandint_off_grid": ([3, 20, 5], int, True),  # bounds not multiples of q: 5 to 20
+    "lograndint": ([1, 100], int, True),
+    "qlograndint": ([1, 100, 10], int, True),  # 10 to 100, never 0
+    "qlograndint_on_grid": ([8, 64, 8], int, True),
+    "choice": ([[16], [32, 32], None, "x"], json.dumps, True),
+}
+RAY_TUNE_DRAWS = 4000
+# the largest difference of a bin's frequency between the two samplers' draws: over 4000 draws
+# each, the difference has a standard error of 0.011 at most
+FREQUENCY_TOLERANCE = 0.05
+
+
+def test_draws_have_ray_tunes_values_and_weights() -> None:
+    """The search's draws (Optuna's first trials, from its seeded sampler) against Ray Tune's
+    own domain sampling the same arguments: the same values (the same bins of a continuous
+    distribution) with the same frequencies, within FREQUENCY_TOLERANCE."""
+    from ray import tune
+
+    spec = make_spec("ppo")
+    spec["search"] = {
+        f"agent.algorithm.{case}__{case.split('_')[0]}": args
+        for case, (args, _, _) in RAY_TUNE_CASES.items()
+    }
+    drawn = suggestions(spec, RAY_TUNE_DRAWS)
+    for case, (args, bin_of, discrete) in RAY_TUNE_CASES.items():
+        dist = case.split("_")[0]
+        ours = [bin_of(d[f"agent.algorithm.{case}"]) for d in drawn]
+        domain = getattr(tune, dist)(args) if dist == "choice" else getattr(tune, dist)(*args)
+        theirs = [bin_of(x) for x in domain.sample(size=RAY_TUNE_DRAWS, random_state=0)]
+        if discrete:
+            assert set(ours) == set(theirs), (case, sorted(set(ours) ^ set(theirs)))
+        bins = set(ours) | set(theirs)
+        gap = max(abs(ours.count(b) - theirs.count(b)) / RAY_TUNE_DRAWS for b in bins)
+        assert gap <= FREQUENCY_TOLERANCE, (case, gap)
+    lograndint = [d["agent.algorithm.qlograndint"] for d in drawn]
+    assert min(lograndint) == 10 and all(x % 10 == 0 and x <= 100 for x in lograndint)
+
+
+@pytest.mark.parametrize(
+    ("dist", "args"),
+    [
+        ("quniform", [0.1, 0.9, 0.2]),
+        ("quniform", [0, 0.95, 0.1]),
+        ("qloguniform", [1e-5, 1e-2, 1e-4]),
+        ("qrandint", [1, 9, 10]),
+        ("qlograndint", [11, 19, 10]),
+    ],
+)
+def test_bounds_ray_tune_refuses_are_refused_before_a_search(dist: str, args: list[Any]) -> None:
+    from ray import tune
+
+    with pytest.raises(ValueError, match="divisible by quantization|no multiple of the quant"):
+        getattr(tune, dist)(*args).sample()
+    with pytest.raises(SpecError, match=f"^search.x__{dist}: "):
+        search_space.parse({f"x__{dist}": args})
 
 
 def test_a_trial_reports_the_mean_of_its_seeds_that_have_a_value() -> None:
