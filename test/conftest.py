@@ -333,6 +333,10 @@ BAD_SPECS: dict[str, tuple[dict[str, Any], str]] = {
         {"agent.algorithm.minibatch_size": 1000},
         "agent.algorithm.minibatch_size: 1000 is larger than the batch of 64",
     ),
+    "minibatch_of_one": (
+        {"agent.algorithm.minibatch_size": 1},
+        "agent.algorithm.minibatch_size: 1 gives one advantage per minibatch, which standardizing makes NaN (one sample has no std), skipping every update; use 2 or more, normalize_advantages percentile, or normalize_advs false",
+    ),
     "epsilon_greedy_continuous": (
         {
             "env.name": "Pendulum-v1",
