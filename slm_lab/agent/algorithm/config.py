@@ -117,7 +117,7 @@ class PPOConfig(ActorCriticConfig):
     )
     normalize_advantages: Literal["standardize", "percentile"] | None = key(
         None,
-        "per minibatch: standardize (the default), or percentile (divide by the EMA of the 95th - 5th percentile, at least 1)",
+        "per minibatch: standardize (the default), or percentile: A / max(1, P95 - P5), P5 and P95 moving averages of the advantages' 5th and 95th percentiles, updated every minibatch, as SLM Lab v5 (not DreamerV3's percentiles of returns, per batch)",
     )
 
     def check(self, path: str) -> None:
