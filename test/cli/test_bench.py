@@ -147,7 +147,7 @@ def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path)
     result = invoke(["run", str(path), NAME, f"train@{run_dir}"])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"error: {run_dir} is finished (max_frame 400); pass a larger --max-frame to train it further"
+        f"error: {run_dir} is finished: it already has 400 frames; pass a --max-frame above 400 to train it further"
     ]
     result = invoke(["run", str(path), NAME, f"train@{run_dir}", "--max-frame", "600"])
     assert result.exit_code == 0, result.stderr
@@ -155,6 +155,24 @@ def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path)
     assert read_session_df(run_dir)["frame"].tolist() == [100, 200, 300, 400, 500, 600]
     assert record(run_dir)["env"]["max_frame"] == 600
     assert len(list((run_dir / "info").glob("*_session_df.csv"))) == 1  # still the dev run's one
+
+
+@pytest.mark.cli
+@pytest.mark.subprocess
+@pytest.mark.parametrize("max_frame", ["400", "4e2", "300", "1"])
+def test_a_finished_run_given_no_more_frames_says_how_many_it_has(
+    max_frame: str, two_session_run: ConsoleRun
+) -> None:
+    """A --max-frame at or below the frames a finished run has is one line naming them; the
+    run is left as it was."""
+    run_dir = two_session_run.run_dir
+    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()}
+    result = invoke(["run", f"train@{run_dir}", "--max-frame", max_frame])
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: --max-frame {int(float(max_frame))}: {run_dir} already has 400 frames; pass a --max-frame above 400 to train it further\n",
+    )
+    assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.cli
@@ -234,7 +252,7 @@ def test_a_mode_alone_runs_the_demo_and_a_run_folder_alone_continues_it(in_tmp: 
     shorter = invoke(["run", f"train@{run_dir}", "--max-frame", "300"])
     assert (shorter.exit_code, shorter.stderr) == (
         2,
-        f"error: --max-frame 300: {run_dir} runs to max_frame 400; a run can be extended, not shortened\n",
+        f"error: --max-frame 300: {run_dir} already has 400 frames; pass a --max-frame above 400 to train it further\n",
     )
     latest = invoke(["run", "train@latest"])
     assert latest.exit_code == 2
@@ -329,6 +347,11 @@ def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     [run_b] = run_dirs(in_tmp / "b")
     frame = stop_line(err, run_b.relative_to(in_tmp), STOP_FRAMES)
     assert saved_frame(run_b, 0) == frame  # saved where it stopped
+    shorter = invoke(["run", f"train@{run_b}", "--max-frame", str(STOP_FRAMES - 100)])
+    assert (shorter.exit_code, shorter.stderr) == (
+        2,
+        f"error: --max-frame {STOP_FRAMES - 100}: {run_b} runs to max_frame {STOP_FRAMES}; a run can be extended, not shortened\n",
+    )
     resumed = invoke(["run", f"train@{run_b}"])  # the run folder has the spec
     assert resumed.exit_code == 0, resumed.stderr
     unbroken = invoke(["run", str(path), STOP_SPEC, "train", "--data-dir", "a"])
