@@ -1,14 +1,20 @@
 """The researcher's bench through the CLI: -s overrides and shortcut options, resuming (dev runs,
 finished runs, extending), the small conveniences, and Ctrl-C/SIGTERM that save and resume."""
 
+import fcntl
 import json
 import os
+import pty
+import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
 import torch
@@ -18,8 +24,11 @@ from conftest import (
     assert_same_run_files,
     invoke,
     make_spec,
+    progress_lines,
+    progress_values,
     read_session_df,
     run_dirs,
+    session_log,
     write_spec_file,
 )
 
@@ -260,6 +269,62 @@ def test_a_mode_alone_runs_the_demo_and_a_run_folder_alone_continues_it(in_tmp: 
     missing = invoke(["run", f"enjoy@{run_dir}", "--session", "3"])
     assert missing.exit_code == 2
     assert missing.stderr.startswith(f"error: {run_dir}: session 3 of trial 0 has no checkpoint")
+
+
+CONSOLE_WIDTH = 100
+ANSI_COLOUR = r"\x1b\[[0-9;]*m"  # a colour code: no width on the terminal
+
+
+def run_in_terminal(args: list[str], cwd: Path, env: dict[str, str], columns: int) -> str:
+    """What a command prints in a terminal `columns` wide (a pseudo-terminal), stdout and
+    stderr together, as the terminal shows it (less its colours)."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # every process holding the terminal has ended
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(primary)
+    assert proc.wait(timeout=STOP_TIMEOUT_S) == 0, out.decode()[-3000:]
+    return re.sub(ANSI_COLOUR, "", out.decode().replace("\r\n", "\n"))
+
+
+@pytest.mark.cli
+@pytest.mark.subprocess
+@pytest.mark.parametrize("width_from", ["COLUMNS", "terminal"])
+def test_progress_lines_fit_the_terminal(width_from: str, tmp_path: Path) -> None:
+    """Sessions' lines interleave on one console: each session's progress line, printed from
+    its own process, keeps within the terminal's width (COLUMNS, else the terminal's own),
+    keeping frame and total_reward_ma; the session logs keep every column."""
+    spec = make_spec("ppo", max_frame=400, max_session=2, random_seed=5)
+    path = write_spec_file(tmp_path / "wide.json", {NAME: spec})
+    args = [SLM_LAB, "run", str(path), NAME, "train"]
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["NO_COLOR"] = "1"
+    if width_from == "COLUMNS":
+        env["COLUMNS"] = str(CONSOLE_WIDTH)
+        proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        console = proc.stderr
+    else:
+        console = run_in_terminal(args, tmp_path, env, CONSOLE_WIDTH)
+    lines = progress_lines(console)
+    assert len(lines) == 2 * 4, console
+    assert max(len(line) for line in lines) <= CONSOLE_WIDTH, lines
+    assert all({"frame", "total_reward_ma"} <= set(progress_values(line)) for line in lines)
+    [run_dir] = run_dirs(tmp_path / "data")
+    for session in (0, 1):
+        full = progress_lines(session_log(run_dir, session))[-1]
+        last = read_session_df(run_dir, session).iloc[-1]
+        assert list(progress_values(full)) == [k for k, v in last.items() if pd.notna(v)]
+        assert len(full) > CONSOLE_WIDTH
 
 
 def test_version_and_short_help() -> None:
