@@ -25,6 +25,7 @@ from slm_lab.cli.main import app
 from slm_lab.env.clock import Clock
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.gym_backend import GymVecEnv
+from slm_lab.experiment.analysis import progress_priority
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.config import parse
 from slm_lab.lib.schedule import ScheduleConfig
@@ -216,18 +217,32 @@ def progress_values(line: str) -> dict[str, str]:
     return dict(item.split(":", 1) for item in items)
 
 
-def check_progress_lines(log: str, tag: str, df: pd.DataFrame) -> None:
-    """One line per checkpoint, after the building line: the session tag once, the percentage
-    done, and every column of the row that has a value (a NaN one left out)."""
-    lines = progress_lines(log)
-    [building] = [line for line in log.splitlines() if "building env" in line]
-    assert log.index(building) < log.index(lines[0])
-    assert [line.split(" | ")[1].split(" eta ")[0] for line in lines] == [
-        f"{100 * f // df['frame'].iloc[-1]}%" for f in df["frame"]
-    ]
-    assert all(line.count(tag) == 1 for line in lines)
-    for line, (_, row) in zip(lines, df.iterrows(), strict=True):
+def session_log(run_dir: Path, session: int = 0) -> str:
+    """A session's log file: its lines in full, as the console has them before fitting."""
+    [path] = list((run_dir / "log").glob(f"*_t0_s{session}.log"))
+    return path.read_text()
+
+
+def check_progress_lines(console: str, run_dir: Path, tag: str, df: pd.DataFrame) -> None:
+    """One line per checkpoint, after the building line, in the console and in the session's
+    log: the session tag once, the percentage done; in the log every column of the row that has
+    a value (a NaN one left out), in the console the first of them by `progress_priority` that
+    fit its width, in the row's order."""
+    log = session_log(run_dir)
+    for text in (console, log):
+        lines = progress_lines(text)
+        [building] = [line for line in text.splitlines() if "building env" in line]
+        assert text.index(building) < text.index(lines[0])
+        assert [line.split(" | ")[1].split(" eta ")[0] for line in lines] == [
+            f"{100 * f // df['frame'].iloc[-1]}%" for f in df["frame"]
+        ]
+        assert all(line.count(tag) == 1 for line in lines)
+    for line, (_, row) in zip(progress_lines(log), df.iterrows(), strict=True):
         assert list(progress_values(line)) == [k for k, v in row.items() if pd.notna(v)]
+    for line, full in zip(progress_lines(console), progress_lines(log), strict=True):
+        values, full_values = progress_values(line), progress_values(full)
+        assert set(values) == set(progress_priority(list(full_values))[: len(values)])
+        assert list(values.items()) == [(k, v) for k, v in full_values.items() if k in values]
 
 
 def files_of(run_dir: Path) -> set[str]:
@@ -332,6 +347,10 @@ BAD_SPECS: dict[str, tuple[dict[str, Any], str]] = {
     "minibatch_too_large": (
         {"agent.algorithm.minibatch_size": 1000},
         "agent.algorithm.minibatch_size: 1000 is larger than the batch of 64",
+    ),
+    "minibatch_of_one": (
+        {"agent.algorithm.minibatch_size": 1},
+        "agent.algorithm.minibatch_size: 1 gives one advantage per minibatch, which standardizing makes NaN (one sample has no std), skipping every update; use 2 or more, normalize_advantages percentile, or normalize_advs false",
     ),
     "epsilon_greedy_continuous": (
         {

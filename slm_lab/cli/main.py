@@ -9,7 +9,7 @@ import signal
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -49,7 +49,7 @@ SHORTCUTS = {
 DISPLAY_VARS = ("DISPLAY", "WAYLAND_DISPLAY")
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -309,6 +309,15 @@ def _train(
     dev = info.mode == "dev"
     if resume:
         layout = RunLayout(root, spec.name)
+        frames = record.finished_frames(layout, spec, 1 if dev else spec.meta.max_session)
+        if frames is not None and max_frame is None:
+            _fail(
+                f"{root} is finished: it already has {frames} frames; pass a --max-frame above {frames} to train it further"
+            )
+        if frames is not None and int(max_frame) <= frames:
+            _fail(
+                f"--max-frame {int(max_frame)}: {root} already has {frames} frames; pass a --max-frame above {frames} to train it further"
+            )
         if max_frame is not None and int(max_frame) < spec.env.max_frame:
             _fail(
                 f"--max-frame {int(max_frame)}: {root} runs to max_frame {spec.env.max_frame}; a run can be extended, not shortened"
@@ -317,10 +326,6 @@ def _train(
             spec = spec.with_values({"env.max_frame": int(max_frame)})
             record.write(layout, spec, info, trial=0)
             logger.info(f"extending {root} to max_frame {int(max_frame)}")
-        elif record.finished(layout, spec, 1 if dev else spec.meta.max_session):
-            _fail(
-                f"{root} is finished (max_frame {spec.env.max_frame}); pass a larger --max-frame to train it further"
-            )
         spec_util.warn_schedules(spec)  # against the max_frame it runs to now
     else:
         spec = record.with_seed(spec)

@@ -56,6 +56,9 @@ TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
 COUNTER_COLUMNS = ("frame", "t", "epi", "opt_step")  # a row's integer counts
 RETURN_COLUMNS = ("total_reward", "total_reward_ma")
 CLOCK_COLUMNS = (*COUNTER_COLUMNS, "wall_t", "fps")  # not graphed over frames
+# the columns a progress line too narrow for all keeps first; then the algorithm's, then the clock
+PROGRESS_FIRST = ("frame", "total_reward_ma", "total_reward", "loss", "fps")
+PROGRESS_SEP = " | "
 LOG_SCALE_DECADES = 2  # a positive loss spanning more decades than this is graphed on a log scale
 ONE_COLUMN_PANELS = 4  # more panels than this under the returns go into two columns
 PANEL_WIDTH, PANEL_HEIGHT = 8.0, 2.5  # inches
@@ -270,14 +273,36 @@ def format_value(column: str, v: float) -> str:
     return f"{v:.3g}" if v == 0 or lo <= abs(v) < hi else f"{v:.2e}"
 
 
-def progress_line(row: Mapping[str, float], max_frame: int) -> str:
+def progress_line(row: Mapping[str, float], max_frame: int, width: int | None = None) -> str:
     """A checkpoint row as one log line, `12% eta 1m05s | frame:12,000 | ...`: every column
-    but those without a value (NaN); the ETA is at the run's frames per second so far."""
+    but those without a value (NaN); the ETA is at the run's frames per second so far. Within
+    `width` characters, the columns that fit, taken by `progress_priority` until one does not,
+    in the row's order."""
     frame, wall_t = row["frame"], row["wall_t"]
     eta = wall_t * (max_frame - frame) / frame
     head = f"{100 * int(frame) // max_frame}% eta {format_duration(eta)}"
-    values = [f"{k}:{format_value(k, v)}" for k, v in row.items() if not math.isnan(v)]
-    return " | ".join([head, *values])
+    items = {k: f"{k}:{format_value(k, v)}" for k, v in row.items() if not math.isnan(v)}
+    if width is not None:
+        kept, length = set(), len(head)
+        for k in progress_priority(list(items)):
+            length += len(PROGRESS_SEP) + len(items[k])
+            if length > width:
+                break
+            kept.add(k)
+        items = {k: item for k, item in items.items() if k in kept}
+    return PROGRESS_SEP.join([head, *items.values()])
+
+
+def progress_priority(columns: list[str]) -> list[str]:
+    """`columns` in the order a narrow progress line keeps them: PROGRESS_FIRST, the algorithm's
+    (in the row's order), then the other clock columns."""
+    first = [c for c in PROGRESS_FIRST if c in columns]
+    rest = [c for c in columns if c not in first]
+    return (
+        first
+        + [c for c in rest if c not in CLOCK_COLUMNS]
+        + [c for c in rest if c in CLOCK_COLUMNS]
+    )
 
 
 # -- graphs ----------------------------------------------------------------------------------

@@ -88,10 +88,11 @@ def read_trial_spec(layout: RunLayout, trial: int) -> Spec:
         return schema.load(io.read_json(layout.trial_spec(trial)), layout.name)
 
 
-def finished(layout: RunLayout, spec: Spec, sessions: int) -> bool:
-    """Whether every session of trial 0 has its metrics at the run's max_frame."""
-    return all(
-        (path := layout.session_metrics(0, s)).exists()
-        and io.read_json(path)["frame"] >= spec.env.max_frame
-        for s in range(sessions)
-    )
+def finished_frames(layout: RunLayout, spec: Spec, sessions: int) -> int | None:
+    """The frames a finished run has (its furthest session's); None while a session of trial 0
+    has no metrics at the run's max_frame."""
+    paths = [layout.session_metrics(0, s) for s in range(sessions)]
+    if not all(path.exists() for path in paths):
+        return None
+    frames = [int(io.read_json(path)["frame"]) for path in paths]
+    return max(frames) if min(frames) >= spec.env.max_frame else None

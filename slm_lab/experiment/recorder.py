@@ -17,6 +17,7 @@ from slm_lab.env.clock import Clock
 from slm_lab.experiment import analysis
 from slm_lab.experiment.layout import RunLayout, prefix
 from slm_lab.lib import io
+from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
 
 Row = dict[str, float]
@@ -119,7 +120,9 @@ class Recorder:
     def row(self, row: Row, rows: list[Row]) -> None:
         """A training row: the progress line, TensorBoard and the session CSV (`rows` all of
         them, the new one last)."""
-        logger.info(analysis.progress_line(row, self.clock.max_frame))
+        max_frame = self.clock.max_frame
+        fitted = analysis.progress_line(row, max_frame, log_setup.console_width())
+        logger.bind(console=fitted).info(analysis.progress_line(row, max_frame))
         writer = self.tb_writer()
         for k, v in row.items():
             if isinstance(v, int | float) and not math.isnan(v):

@@ -4,17 +4,45 @@ A record bound with `file_only=True` (a session's traceback) goes to the log fil
 the console, which gets the one-line summary instead.
 """
 
+import os
 import sys
 
 from loguru import logger
 
-FORMAT = (
-    "<green>{time:YYYY-MM-DD HH:mm:ss}</green> <level>{level: <7}</level> {extra[tag]}| {message}"
-)
+TIME_FORMAT = "YYYY-MM-DD HH:mm:ss"
+LEVEL_WIDTH = 7
+TAG_END = "| "
+HEAD = f"<green>{{time:{TIME_FORMAT}}}</green> <level>{{level: <{LEVEL_WIDTH}}}</level> {{extra[tag]}}{TAG_END}"
+FORMAT = HEAD + "{message}"
+_tag = ""  # this process's tag, as set_tag gave it
 
 
 def _console(record: dict) -> bool:
     return not record["extra"].get("file_only")
+
+
+def _console_format(record: dict) -> str:
+    """A record's console line: its `console` text when bound with one (a line fitted to the
+    terminal, the log files keeping the message in full), else its message."""
+    return (
+        HEAD
+        + ("{extra[console]}" if "console" in record["extra"] else "{message}")
+        + "\n{exception}"
+    )
+
+
+def console_width() -> int | None:
+    """The characters a console line has for its message, less its time, level and tag: COLUMNS
+    when set, else the width of the terminal the console (stderr) is on; None (no limit) when it
+    is not a terminal (a pipe, a file, CI), whose lines are kept whole."""
+    head = len(TIME_FORMAT) + 1 + LEVEL_WIDTH + 1 + len(_tag) + len(TAG_END)
+    if columns := os.environ.get("COLUMNS", "").strip():
+        if columns.isdigit():
+            return int(columns) - head
+    try:
+        return os.get_terminal_size(sys.__stderr__.fileno()).columns - head
+    except (AttributeError, ValueError, OSError):  # no stderr, or not a terminal
+        return None
 
 
 def setup(level: str = "INFO", tag: str = "") -> None:
@@ -22,11 +50,15 @@ def setup(level: str = "INFO", tag: str = "") -> None:
     prefixes every line."""
     logger.remove()
     set_tag(tag)
-    logger.add(sys.stderr, level=level.upper(), format=FORMAT, colorize=None, filter=_console)
+    logger.add(
+        sys.stderr, level=level.upper(), format=_console_format, colorize=None, filter=_console
+    )
 
 
 def set_tag(tag: str) -> None:
-    logger.configure(extra={"tag": f"{tag} " if tag else ""})
+    global _tag
+    _tag = f"{tag} " if tag else ""
+    logger.configure(extra={"tag": _tag})
 
 
 def add_file(path: str, level: str = "INFO") -> int:
@@ -43,4 +75,4 @@ def last_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[-1]}" if lines else type(e).__name__
 
 
-__all__ = ["logger", "setup", "set_tag", "add_file", "remove", "last_line"]
+__all__ = ["logger", "setup", "set_tag", "console_width", "add_file", "remove", "last_line"]

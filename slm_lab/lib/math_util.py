@@ -143,7 +143,8 @@ class RunningMeanStd:
 
 
 class PercentileScale:
-    """DreamerV3's return scale (Hafner et al. 2023), applied to advantages:
+    """DreamerV3's return scale (Hafner et al. 2023), applied to advantages as SLM Lab v5 does
+    (PPO: the percentiles of each minibatch's advantages, where DreamerV3 takes those of returns):
       P5 <- decay * P5 + (1 - decay) * quantile(x, 0.05)   (both EMAs start at 0, as DreamerV3's)
       P95 <- decay * P95 + (1 - decay) * quantile(x, 0.95)
       x / max(1, P95 - P5)   (not centered: only a spread wider than 1 is scaled down)

@@ -105,6 +105,18 @@ def test_spec_reference_is_generated_from_the_configs() -> None:
     assert (ROOT_DIR / "docs" / "SPEC.md").read_text() == reference.render()
 
 
+def test_spec_reference_says_what_percentile_scales() -> None:
+    """`normalize_advantages: percentile` takes percentiles of advantages every minibatch (as SLM
+    Lab v5), not of returns per batch (as DreamerV3): its row in docs/SPEC.md says which."""
+    [row] = [
+        line
+        for line in (ROOT_DIR / "docs" / "SPEC.md").read_text().splitlines()
+        if line.startswith("| `normalize_advantages` |")
+    ]
+    assert "percentiles, updated every minibatch, as SLM Lab v5" in row
+    assert "not DreamerV3's percentiles of returns, per batch" in row
+
+
 def test_readme_names_every_component() -> None:
     """The README's "What is in it" lists every algorithm, memory and net type a spec can name."""
     readme = (ROOT_DIR / "README.md").read_text()

@@ -22,6 +22,7 @@ from conftest import (
     progress_values,
     read_session_df,
     run_dirs,
+    session_log,
     write_spec_file,
 )
 from torch import distributions as dist
@@ -439,8 +440,8 @@ def test_smoke_dev_run(algo_name: str, env_name: str, in_tmp: Path) -> None:
     assert df["alpha"].iloc[0] == pytest.approx(1.0, abs=2e-3)
     assert abs(last["alpha"] - 1.0) > 0.02
     assert df["total_reward"].notna().all()
-    check_progress_lines(result.stderr, f"{name}_t0_s0", df)
-    assert all("alpha" in progress_values(line) for line in progress_lines(result.stderr))
+    check_progress_lines(result.stderr, run_dir, f"{name}_t0_s0", df)
+    assert all("alpha" in progress_values(line) for line in progress_lines(session_log(run_dir)))
 
 
 RESUME_FRAMES = 600

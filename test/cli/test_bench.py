@@ -1,14 +1,20 @@
 """The researcher's bench through the CLI: -s overrides and shortcut options, resuming (dev runs,
 finished runs, extending), the small conveniences, and Ctrl-C/SIGTERM that save and resume."""
 
+import fcntl
 import json
 import os
+import pty
+import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
 import torch
@@ -18,8 +24,11 @@ from conftest import (
     assert_same_run_files,
     invoke,
     make_spec,
+    progress_lines,
+    progress_values,
     read_session_df,
     run_dirs,
+    session_log,
     write_spec_file,
 )
 
@@ -213,7 +222,7 @@ def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path)
     result = invoke(["run", str(path), NAME, f"train@{run_dir}"])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"error: {run_dir} is finished (max_frame 400); pass a larger --max-frame to train it further"
+        f"error: {run_dir} is finished: it already has 400 frames; pass a --max-frame above 400 to train it further"
     ]
     result = invoke(["run", str(path), NAME, f"train@{run_dir}", "--max-frame", "600"])
     assert result.exit_code == 0, result.stderr
@@ -221,6 +230,24 @@ def test_resume_of_a_finished_run_says_so_and_max_frame_extends_it(in_tmp: Path)
     assert read_session_df(run_dir)["frame"].tolist() == [100, 200, 300, 400, 500, 600]
     assert record(run_dir)["env"]["max_frame"] == 600
     assert len(list((run_dir / "info").glob("*_session_df.csv"))) == 1  # still the dev run's one
+
+
+@pytest.mark.cli
+@pytest.mark.subprocess
+@pytest.mark.parametrize("max_frame", ["400", "4e2", "300", "1"])
+def test_a_finished_run_given_no_more_frames_says_how_many_it_has(
+    max_frame: str, two_session_run: ConsoleRun
+) -> None:
+    """A --max-frame at or below the frames a finished run has is one line naming them; the
+    run is left as it was."""
+    run_dir = two_session_run.run_dir
+    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()}
+    result = invoke(["run", f"train@{run_dir}", "--max-frame", max_frame])
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: --max-frame {int(float(max_frame))}: {run_dir} already has 400 frames; pass a --max-frame above 400 to train it further\n",
+    )
+    assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.cli
@@ -300,7 +327,7 @@ def test_a_mode_alone_runs_the_demo_and_a_run_folder_alone_continues_it(in_tmp: 
     shorter = invoke(["run", f"train@{run_dir}", "--max-frame", "300"])
     assert (shorter.exit_code, shorter.stderr) == (
         2,
-        f"error: --max-frame 300: {run_dir} runs to max_frame 400; a run can be extended, not shortened\n",
+        f"error: --max-frame 300: {run_dir} already has 400 frames; pass a --max-frame above 400 to train it further\n",
     )
     latest = invoke(["run", "train@latest"])
     assert latest.exit_code == 2
@@ -308,6 +335,62 @@ def test_a_mode_alone_runs_the_demo_and_a_run_folder_alone_continues_it(in_tmp: 
     missing = invoke(["run", f"enjoy@{run_dir}", "--session", "3"])
     assert missing.exit_code == 2
     assert missing.stderr.startswith(f"error: {run_dir}: session 3 of trial 0 has no checkpoint")
+
+
+CONSOLE_WIDTH = 100
+ANSI_COLOUR = r"\x1b\[[0-9;]*m"  # a colour code: no width on the terminal
+
+
+def run_in_terminal(args: list[str], cwd: Path, env: dict[str, str], columns: int) -> str:
+    """What a command prints in a terminal `columns` wide (a pseudo-terminal), stdout and
+    stderr together, as the terminal shows it (less its colours)."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # every process holding the terminal has ended
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(primary)
+    assert proc.wait(timeout=STOP_TIMEOUT_S) == 0, out.decode()[-3000:]
+    return re.sub(ANSI_COLOUR, "", out.decode().replace("\r\n", "\n"))
+
+
+@pytest.mark.cli
+@pytest.mark.subprocess
+@pytest.mark.parametrize("width_from", ["COLUMNS", "terminal"])
+def test_progress_lines_fit_the_terminal(width_from: str, tmp_path: Path) -> None:
+    """Sessions' lines interleave on one console: each session's progress line, printed from
+    its own process, keeps within the terminal's width (COLUMNS, else the terminal's own),
+    keeping frame and total_reward_ma; the session logs keep every column."""
+    spec = make_spec("ppo", max_frame=400, max_session=2, random_seed=5)
+    path = write_spec_file(tmp_path / "wide.json", {NAME: spec})
+    args = [SLM_LAB, "run", str(path), NAME, "train"]
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["NO_COLOR"] = "1"
+    if width_from == "COLUMNS":
+        env["COLUMNS"] = str(CONSOLE_WIDTH)
+        proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        console = proc.stderr
+    else:
+        console = run_in_terminal(args, tmp_path, env, CONSOLE_WIDTH)
+    lines = progress_lines(console)
+    assert len(lines) == 2 * 4, console
+    assert max(len(line) for line in lines) <= CONSOLE_WIDTH, lines
+    assert all({"frame", "total_reward_ma"} <= set(progress_values(line)) for line in lines)
+    [run_dir] = run_dirs(tmp_path / "data")
+    for session in (0, 1):
+        full = progress_lines(session_log(run_dir, session))[-1]
+        last = read_session_df(run_dir, session).iloc[-1]
+        assert list(progress_values(full)) == [k for k, v in last.items() if pd.notna(v)]
+        assert len(full) > CONSOLE_WIDTH
 
 
 def test_version_and_short_help() -> None:
@@ -395,6 +478,11 @@ def test_ctrl_c_saves_and_resumes_to_the_rows_of_an_unbroken_run(
     [run_b] = run_dirs(in_tmp / "b")
     frame = stop_line(err, run_b.relative_to(in_tmp), STOP_FRAMES)
     assert saved_frame(run_b, 0) == frame  # saved where it stopped
+    shorter = invoke(["run", f"train@{run_b}", "--max-frame", str(STOP_FRAMES - 100)])
+    assert (shorter.exit_code, shorter.stderr) == (
+        2,
+        f"error: --max-frame {STOP_FRAMES - 100}: {run_b} runs to max_frame {STOP_FRAMES}; a run can be extended, not shortened\n",
+    )
     resumed = invoke(["run", f"train@{run_b}"])  # the run folder has the spec
     assert resumed.exit_code == 0, resumed.stderr
     unbroken = invoke(["run", str(path), STOP_SPEC, "train", "--data-dir", "a"])

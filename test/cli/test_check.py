@@ -281,6 +281,18 @@ def test_another_algorithms_key_is_a_warning_naming_its_readers(
             },
         ),
         ("crossq", {"agent.algorithm.log_alpha_min": 0.5, "agent.algorithm.log_alpha_max": 0.5}),
+        # one advantage per minibatch is fine when it is not standardized
+        (
+            "ppo",
+            {
+                "agent.algorithm.minibatch_size": 1,
+                "agent.algorithm.normalize_advantages": "percentile",
+            },
+        ),
+        (
+            "ppo",
+            {"agent.algorithm.minibatch_size": 1, "agent.algorithm.normalize_advs": False},
+        ),
     ],
 )
 def test_v5_algorithm_keys_in_place_are_ok(

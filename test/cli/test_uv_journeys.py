@@ -1,14 +1,21 @@
 """The README's commands as a user types them, `uv run slm-lab ...` from the repository root:
-check a spec, a dev run, its replay, its resume-and-extend, and a mistake's one line. (train
-and search through uv, stopped by a signal to their process group, are in test_bench.py and
-test_search.py.)"""
+check a spec, a dev run, its replay, its resume-and-extend, a mistake's one line, a quiet run and
+TensorBoard on it. (train and search through uv, stopped by a signal to their process group, are
+in test_bench.py and test_search.py.)"""
 
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import make_spec, read_session_df, run_dirs, write_spec_file
+from conftest import (
+    ConsoleRun,
+    make_spec,
+    progress_lines,
+    read_session_df,
+    run_dirs,
+    write_spec_file,
+)
 
 from slm_lab import ROOT_DIR
 
@@ -56,3 +63,40 @@ def test_check_dev_enjoy_resume_and_a_mistake_through_uv_run(tmp_path: Path) -> 
         "error: mode 'trian': unknown; one of dev, train, search, enjoy@<run folder>, "
         "train@<run folder>, train@latest, search@<search folder>, search@latest; did you mean train?"
     ]
+
+
+def readme_command(prefix: str) -> str:
+    """The one command of the README that starts with `prefix`."""
+    readme = (ROOT_DIR / "README.md").read_text()
+    [command] = [line for line in readme.splitlines() if line.startswith(prefix)]
+    return command
+
+
+@pytest.mark.cli
+@pytest.mark.subprocess
+def test_readme_quiet_run_and_its_tensorboard(two_session_run: ConsoleRun) -> None:
+    """The shared run ran with `--log-level WARNING`, as the README suggests for a quiet run:
+    no progress line; TensorBoard, as the README opens it, finds each session's rows."""
+    assert (
+        "`--log-level WARNING` leaves out the building and progress lines"
+        in (ROOT_DIR / "README.md").read_text()
+    )
+    run = two_session_run
+    assert progress_lines(run.proc.stderr) == [] and "building env" not in run.proc.stderr
+    assert run.proc.stdout.startswith("trial_metrics: ")
+
+    command = readme_command("uv run tensorboard ")
+    assert command == "uv run tensorboard --logdir data/<run folder>/log/tb"
+    logdir = command.split("--logdir ")[1].replace("data/<run folder>", str(run.run_dir))
+    inspected = subprocess.run(
+        [UV, "run", "tensorboard", "--inspect", "--logdir", logdir],
+        cwd=ROOT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert inspected.returncode == 0, inspected.stderr[-3000:]
+    out = inspected.stdout + inspected.stderr
+    for session in (0, 1):
+        assert f"Event statistics for {logdir}/ppo_cartpole_t0_s{session}:" in out
+    assert "total_reward_ma" in out

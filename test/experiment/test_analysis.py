@@ -190,6 +190,64 @@ def test_progress_line_formats_each_kind_and_leaves_nan_out() -> None:
     )
 
 
+PPO_ROW = {
+    "frame": 12000,
+    "t": 3000,
+    "epi": 150,
+    "opt_step": 1200,
+    "wall_t": 10.0,
+    "fps": 1234.4,
+    "total_reward": 45.678,
+    "total_reward_ma": 40.0,
+    "loss": 0.012345,
+    "approx_kl": 0.01,
+    "lr": 0.0003,
+}
+
+
+HEAD = "12% eta 1m13s"
+
+
+@pytest.mark.parametrize(
+    ("width", "columns"),
+    [
+        (10, ""),  # the head, always
+        (27, ""),
+        (28, " | frame:12,000"),
+        (52, " | frame:12,000 | total_reward_ma:40.00"),
+        # total_reward does not fit, so nothing after it is taken (loss:0.0123 would fit)
+        (72, " | frame:12,000 | total_reward_ma:40.00"),
+        (73, " | frame:12,000 | total_reward:45.68 | total_reward_ma:40.00"),
+        (87, " | frame:12,000 | total_reward:45.68 | total_reward_ma:40.00 | loss:0.0123"),
+        (
+            99,
+            " | frame:12,000 | fps:1,234 | total_reward:45.68 | total_reward_ma:40.00 | loss:0.0123",
+        ),
+        # then the algorithm's, in the row's order, then the other clock columns
+        (
+            139,
+            " | frame:12,000 | fps:1,234 | total_reward:45.68 | total_reward_ma:40.00 | loss:0.0123 | approx_kl:0.01 | lr:3.00e-04",
+        ),
+        (
+            140,
+            " | frame:12,000 | t:3,000 | fps:1,234 | total_reward:45.68 | total_reward_ma:40.00 | loss:0.0123 | approx_kl:0.01 | lr:3.00e-04",
+        ),
+    ],
+)
+def test_progress_line_within_a_width_keeps_the_first_columns(width: int, columns: str) -> None:
+    """Taken in order frame, total_reward_ma, total_reward, loss, fps, the algorithm's, the
+    clock's, until one does not fit; printed in the row's order."""
+    line = progress_line(PPO_ROW, 100_000, width)
+    assert line == HEAD + columns
+    assert len(line) <= max(width, len(HEAD))
+
+
+def test_progress_line_wide_enough_is_the_full_line() -> None:
+    full = progress_line(PPO_ROW, 100_000)
+    assert progress_line(PPO_ROW, 100_000, len(full)) == full
+    assert progress_line(PPO_ROW, 100_000, len(full) - 1) != full
+
+
 def test_progress_line_at_the_end() -> None:
     row = {"frame": 400, "t": 200, "epi": 9, "opt_step": 24, "wall_t": 3725.0, "fps": 0.4}
     assert progress_line(row, 400) == (

@@ -125,7 +125,7 @@ def test_smoke_dev_run(algo: str, env_name: str, in_tmp: Path) -> None:
     else:
         assert math.isfinite(last["loss"]) and last["lr"] == 1e-3
     assert all(math.isfinite(last[c]) for c in DIAGNOSTICS[algo])
-    check_progress_lines(result.stderr, f"{name}_t0_s0", df)
+    check_progress_lines(result.stderr, run_dir, f"{name}_t0_s0", df)
 
 
 @pytest.mark.cli

@@ -101,7 +101,11 @@ class PPOConfig(ActorCriticConfig):
     UNREAD = ("training_frequency",)  # a batch is time_horizon x num_unrolls steps
 
     time_horizon: int = key(doc="steps per env in a batch", required=True, gt=0)
-    minibatch_size: int = key(doc="samples per minibatch", required=True, gt=0)
+    minibatch_size: int = key(
+        doc="samples per minibatch (2 or more while advantages are standardized)",
+        required=True,
+        gt=0,
+    )
     training_epoch: int = key(doc="passes over the batch per training call", required=True, gt=0)
     num_unrolls: int = key(1, "time horizons per batch", gt=0)
     clip_eps_spec: ScheduleConfig | None = key(
@@ -113,7 +117,7 @@ class PPOConfig(ActorCriticConfig):
     )
     normalize_advantages: Literal["standardize", "percentile"] | None = key(
         None,
-        "per minibatch: standardize (the default), or percentile (divide by the EMA of the 95th - 5th percentile, at least 1)",
+        "per minibatch: standardize (the default), or percentile: A / max(1, P95 - P5), P5 and P95 moving averages of the advantages' 5th and 95th percentiles, updated every minibatch, as SLM Lab v5 (not DreamerV3's percentiles of returns, per batch)",
     )
 
     def check(self, path: str) -> None:
@@ -121,6 +125,13 @@ class PPOConfig(ActorCriticConfig):
         if self.normalize_advantages is not None and self.normalize_advs is False:
             raise SpecError(
                 f"{path}.normalize_advantages: {self.normalize_advantages!r} contradicts normalize_advs false (advantages used as computed); remove one"
+            )
+        standardized = (
+            self.normalize_advs is not False and self.normalize_advantages != "percentile"
+        )
+        if standardized and self.minibatch_size == 1:
+            raise SpecError(
+                f"{path}.minibatch_size: 1 gives one advantage per minibatch, which standardizing makes NaN (one sample has no std), skipping every update; use 2 or more, normalize_advantages percentile, or normalize_advs false"
             )
 
 

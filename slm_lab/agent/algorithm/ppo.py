@@ -8,9 +8,13 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
      minibatch_size samples, so every step sees a full minibatch and every epoch the whole batch:
        ratio = exp(log pi(a|s) - log pi_old(a|s))
        A scaled per minibatch by `normalize_advantages` (SLM Lab v5.2):
-         standardize (the default): A <- (A - mean(A)) / std(A)
-         percentile (DreamerV3): EMAs (decay PERCENTILE_EMA_DECAY) of the minibatch's 5th and
-           95th percentiles, P5 and P95, then A <- A / max(1, P95 - P5), not centered
+         standardize (the default): A <- (A - mean(A)) / std(A); undefined for one sample, so
+           validation refuses minibatch_size 1 with it (the merged leftover keeps every other
+           minibatch at least minibatch_size)
+         percentile (SLM Lab v5's): EMAs (decay PERCENTILE_EMA_DECAY) of the minibatch's 5th and
+           95th percentiles, P5 and P95, then A <- A / max(1, P95 - P5), not centered. DreamerV3's
+           scale, but of advantages updated every minibatch, where DreamerV3 takes percentiles of
+           returns once per batch
        `normalize_advs` false (default true, as SLM Lab v5's PPO) uses A as computed and
        contradicts a `normalize_advantages` (a spec error); true or absent leaves the choice to it.
        The percentile EMAs are part of the algorithm's state, so a resume continues them.
