@@ -3,7 +3,9 @@ formulas (slm_lab/experiment/analysis.py upstream); the progress line's format; 
 graph's panels."""
 
 import math
+import os
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ from slm_lab.experiment.analysis import (
     session_panels,
     trial_metrics,
 )
+from slm_lab.lib import logger as log_setup
 
 BASELINE = 10.0
 
@@ -323,3 +326,14 @@ def test_session_graph_goes_to_two_columns_with_many_panels(tmp_path: Path) -> N
     )
     assert w_many == 2 * w_few  # two columns of panels
     assert h_few == h_many  # 1 + 4 rows: returns, then 4 panels (one column) or 4 pairs (two)
+
+
+def test_console_width_is_columns_else_the_terminals_else_no_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pipe or a file (here pytest's capture) keeps whole lines; COLUMNS wins when set."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys, "__stderr__", open(os.devnull, "w"))  # noqa: SIM115 - not a tty
+    assert log_setup.console_width() is None
+    monkeypatch.setenv("COLUMNS", "100")
+    assert 0 < log_setup.console_width() < 100
