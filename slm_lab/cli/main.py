@@ -133,7 +133,7 @@ def _find_run(base: str, target: str, spec_file: str | None, spec_name: str | No
     run of the spec."""
     from slm_lab.experiment import layout
     from slm_lab.lib import io
-    from slm_lab.spec import spec_util
+    from slm_lab.spec import schema, spec_util
     from slm_lab.spec.spec_util import SpecError
 
     search = base == "search"
@@ -142,7 +142,8 @@ def _find_run(base: str, target: str, spec_file: str | None, spec_name: str | No
             raise SpecError(
                 f"{base}@latest: name the spec whose newest run to take (uv run slm-lab run SPEC_FILE SPEC_NAME {base}@latest), or give the folder ({base}@data/<run folder>)"
             )
-        name = spec_util.load_spec(spec_file, spec_name).spec.name
+        with schema.quiet():  # the run's own spec warns when it is read
+            name = spec_util.load_spec(spec_file, spec_name).spec.name
         root = layout.latest_run_dir(name, search)
         if root is None:
             raise SpecError(
@@ -434,8 +435,11 @@ def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
     if summary.best_spec is None:
         _fail(f"no trial of {name} completed (see {layout.experiment_df})", 1)
     trial = summary.best["trial"]
+    best_spec = layout.best_spec.resolve()
+    if best_spec.is_relative_to(Path.cwd()):  # a path under the working directory, as typed
+        best_spec = best_spec.relative_to(Path.cwd())
     typer.echo(
-        f"best: {name}_t{trial}; validate it on new seeds with: uv run slm-lab run {layout.best_spec} {validation_name(name, trial)} train"
+        f"best: {name}_t{trial}; validate it on new seeds with: uv run slm-lab run {best_spec} {validation_name(name, trial)} train"
     )
 
 

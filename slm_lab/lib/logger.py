@@ -31,11 +31,16 @@ def _console_format(record: dict) -> str:
     )
 
 
+def console_head_width() -> int:
+    """The characters a console line has before its message: time, level and tag."""
+    return len(TIME_FORMAT) + 1 + LEVEL_WIDTH + 1 + len(_tag) + len(TAG_END)
+
+
 def console_width() -> int | None:
     """The characters a console line has for its message, less its time, level and tag: COLUMNS
     when set, else the width of the terminal the console (stderr) is on; None (no limit) when it
     is not a terminal (a pipe, a file, CI), whose lines are kept whole."""
-    head = len(TIME_FORMAT) + 1 + LEVEL_WIDTH + 1 + len(_tag) + len(TAG_END)
+    head = console_head_width()
     if columns := os.environ.get("COLUMNS", "").strip():
         if columns.isdigit():
             return int(columns) - head
@@ -75,4 +80,13 @@ def last_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[-1]}" if lines else type(e).__name__
 
 
-__all__ = ["logger", "setup", "set_tag", "console_width", "add_file", "remove", "last_line"]
+__all__ = [
+    "logger",
+    "setup",
+    "set_tag",
+    "console_width",
+    "console_head_width",
+    "add_file",
+    "remove",
+    "last_line",
+]

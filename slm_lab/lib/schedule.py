@@ -95,7 +95,7 @@ class ScheduleConfig(Config):
     def check(self, path: str) -> None:
         if self.end_frac is not None and self.end_step:
             raise SpecError(
-                f"{path}.end_frac: set end_step (an absolute frame) or end_frac (a fraction of env.max_frame), not both"
+                f"{path}.end_frac: set end_step (an absolute frame) or end_frac (a fraction of env.max_frame), not both; to give end_step, also set {path}.end_frac=null"
             )
 
     def end_frame(self, max_frame: int) -> int:

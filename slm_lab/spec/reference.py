@@ -182,7 +182,7 @@ def render() -> str:
         "Steps are frames; in evaluation a schedule gives its `end_val`. A schedule that should "
         "follow the run's length gives `end_frac` (a fraction of `env.max_frame`) instead of "
         "`end_step`: `--max-frame`, `-s env.max_frame=...` and a `train@` extension then stretch "
-        "it. An `lr_scheduler_spec` without `frame` and a prioritized replay's `beta_end_step: "
+        "it (an extension moves a value that had reached its end back along the schedule). An `lr_scheduler_spec` without `frame` and a prioritized replay's `beta_end_step: "
         "null` follow `max_frame` the same way. A run whose absolute schedule does not fit its "
         "`max_frame` (an LR, entropy or clip schedule that ends before or after it, an exploration "
         "or beta schedule that never reaches its end) gets one warning at its start, resumed and "

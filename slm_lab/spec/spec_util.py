@@ -49,6 +49,8 @@ __all__ = ["SpecError", "did_you_mean", "get_spec", "check_spec", "validate", "S
 
 NET_SECTIONS = ("agent.net", "agent.critic_net")
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
+EXPLORING_POLICIES = ("epsilon_greedy", "boltzmann")  # the action policies explore_var drives
+FRAC_HINT = "give end_frac (a fraction of max_frame) instead to follow the run"  # schedule warnings
 # a ${var} not inside a quoted string: quoted for parsing a template (check of an unfilled spec)
 BARE_VAR_PATTERN = re.compile(r"(?<![\"'\w$])\$\{([^}]*)\}(?![\"'\w])")
 
@@ -304,7 +306,7 @@ def check_spec(
     missing = unresolved_vars(spec)
     if missing:
         spec = _fill_template(spec)
-    validate(spec, spec_name)
+    validate(spec, spec_name, warn_schedules=not missing)  # a stand-in max_frame fits no schedule
     return sorted(missing)
 
 
@@ -330,23 +332,24 @@ def normalize(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- validation ------------------------------------------------------------------------------
-def validate(spec: dict[str, Any], spec_name: str = "") -> Spec:
+def validate(spec: dict[str, Any], spec_name: str = "", warn_schedules: bool = True) -> Spec:
     """Check keys, types and values of a whole spec, and that it fits its env; the typed spec.
     SpecError on the first problem."""
     loaded = schema.load(spec, spec_name)
-    check_typed(loaded)
+    check_typed(loaded, warn_schedules)
     for param in loaded.search or ():
         _check_searched_path(param, loaded)
         _check_probes(param, spec, spec_name)
     return loaded
 
 
-def check_typed(spec: Spec) -> None:
+def check_typed(spec: Spec, schedules: bool = True) -> None:
     """The checks of a typed spec that need its env (it fits its env's spaces), and the
-    warnings a run gets at its start."""
+    warnings a run gets at its start (`schedules`: those of its schedules)."""
     if not VAR_PATTERN.search(spec.env.name):  # a template's env is checked when it is given
         check_env_fit(spec)
-    warn_schedules(spec)
+    if schedules:
+        warn_schedules(spec)
 
 
 # -- the search block ------------------------------------------------------------------------
@@ -499,12 +502,18 @@ def schedule_warnings(spec: Spec) -> list[str]:
         ("clip_eps_spec", True),
     ):
         sched = getattr(algo, name, None)
-        if sched is None or sched.name == "no_decay" or sched.end_frac is not None:
+        if sched is None or sched.name == "no_decay":
             continue
         if name == "explore_var_spec" and algo.action_policy not in EXPLORING_POLICIES:
             continue
-        end = sched.end_step
-        if end > max_frame:
+        end = sched.end_frame(max_frame)
+        if end <= sched.start_step:
+            found.append(
+                f"agent.algorithm.{name}: it ends at frame {end} (of env.max_frame {max_frame}), not after its start_step {sched.start_step}: it jumps from {sched.start_val} to {sched.end_val} there"
+            )
+        elif sched.end_frac is not None:
+            continue  # follows the run
+        elif end > max_frame:
             value = VarScheduler(sched, max_frame).update(max_frame)
             found.append(
                 f"agent.algorithm.{name}.end_step: {end} is after env.max_frame {max_frame}: the run ends at {value:.4g}, not {sched.end_val}; {FRAC_HINT}"
@@ -520,10 +529,6 @@ def schedule_warnings(spec: Spec) -> list[str]:
             f"agent.memory.beta_end_step: {beta_end} is after env.max_frame {max_frame}: beta never reaches 1; set it null to follow max_frame"
         )
     return found
-
-
-EXPLORING_POLICIES = ("epsilon_greedy", "boltzmann")  # the action policies explore_var drives
-FRAC_HINT = "give end_frac (a fraction of max_frame) instead to follow the run"
 
 
 def warn_schedules(spec: Spec) -> None:

@@ -174,6 +174,40 @@ def test_absolute_schedules_that_do_not_fit_the_run_are_warned_about(in_tmp: Pat
 
 
 @pytest.mark.cli
+def test_a_schedule_given_as_a_fraction_and_set_by_hand(in_tmp: Path) -> None:
+    """A v5-style end_step on a shipped spec: one line says to clear end_frac; a start after
+    the end (end_frac of a short run) is warned about."""
+    explore = "agent.algorithm.explore_var_spec"
+    args = ["check", str(DQN_CARTPOLE), "dqn_cartpole"]
+    both = invoke([*args, "-s", f"{explore}.end_step=5000"])
+    assert (both.exit_code, both.stderr.splitlines()) == (
+        2,
+        [
+            f"error: dqn_cartpole: {explore}.end_frac: set end_step (an absolute frame) or end_frac (a fraction of env.max_frame), not both; to give end_step, also set {explore}.end_frac=null"
+        ],
+    )
+    absolute = invoke([*args, "-s", f"{explore}.end_step=5000", "-s", f"{explore}.end_frac=null"])
+    assert absolute.exit_code == 0 and "WARNING" not in absolute.stderr
+    late_start = invoke([*args, "-s", f"{explore}.start_step=50000"])
+    assert late_start.exit_code == 0
+    assert late_start.stderr.strip().endswith(
+        f"{explore}: it ends at frame 20000 (of env.max_frame 200000), not after its start_step 50000: it jumps from 1.0 to 0.02 there"
+    )
+
+
+@pytest.mark.cli
+def test_a_template_without_its_max_frame_is_not_warned_about_its_schedules(in_tmp: Path) -> None:
+    spec = make_spec("ppo")
+    spec["env"]["max_frame"] = "${max_frame}"
+    spec["agent"]["net"]["lr_scheduler_spec"] = {"name": "LinearToZero", "frame": 100000}
+    path = write_spec_file(in_tmp / "tpl.json", {"tpl": spec})
+    unfilled = invoke(["check", str(path)])
+    assert unfilled.exit_code == 0 and "WARNING" not in unfilled.stderr, unfilled.stderr
+    filled = invoke(["check", str(path), "-s", "max_frame=5e4"])
+    assert "after env.max_frame 50000" in filled.stderr
+
+
+@pytest.mark.cli
 def test_a_shipped_schedule_follows_max_frame(in_tmp: Path) -> None:
     """dqn_cartpole explores over its first tenth: at --max-frame 800 that is 80 frames."""
     args = ["run", str(DQN_CARTPOLE), "dqn_cartpole", "dev", "--max-frame", "800"]

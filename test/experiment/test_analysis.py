@@ -3,7 +3,6 @@ formulas (slm_lab/experiment/analysis.py upstream); the progress line's format; 
 graph's panels."""
 
 import math
-import os
 import struct
 import sys
 from pathlib import Path
@@ -329,11 +328,13 @@ def test_session_graph_goes_to_two_columns_with_many_panels(tmp_path: Path) -> N
 
 
 def test_console_width_is_columns_else_the_terminals_else_no_limit(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """A pipe or a file (here pytest's capture) keeps whole lines; COLUMNS wins when set."""
+    """A pipe or a file keeps whole lines; COLUMNS wins when set (less the line's head)."""
     monkeypatch.delenv("COLUMNS", raising=False)
-    monkeypatch.setattr(sys, "__stderr__", open(os.devnull, "w"))  # noqa: SIM115 - not a tty
-    assert log_setup.console_width() is None
-    monkeypatch.setenv("COLUMNS", "100")
-    assert 0 < log_setup.console_width() < 100
+    head = log_setup.console_head_width()
+    with open(tmp_path / "console.txt", "w") as file:  # not a terminal
+        monkeypatch.setattr(sys, "__stderr__", file)
+        assert log_setup.console_width() is None
+        monkeypatch.setenv("COLUMNS", "100")
+        assert log_setup.console_width() == 100 - head

@@ -123,5 +123,8 @@ def test_end_frac_rounds_to_the_frame_an_absolute_spec_named() -> None:
 
 
 def test_end_step_and_end_frac_together_are_refused() -> None:
-    with pytest.raises(SpecError, match="end_frac: set end_step .* or end_frac .*, not both"):
+    with pytest.raises(
+        SpecError,
+        match="end_frac: set end_step .* or end_frac .*, not both; to give end_step, also set schedule.end_frac=null",
+    ):
         schedule({"name": "linear_decay", "start_val": 1.0, "end_step": 100, "end_frac": 0.5})

@@ -160,6 +160,30 @@ def test_shipped_schedules_follow_max_frame(path: Path) -> None:
             assert spec_util.schedule_warnings(spec.spec) == [], (name, frames)
 
 
+def absolute_frames(node: Any, path: str = "") -> list[str]:
+    """The paths in a spec file's JSON that give a schedule in absolute frames."""
+    found = []
+    if isinstance(node, dict):
+        if node.get("name") in ("linear_decay", "rate_decay", "periodic_decay"):
+            found += [f"{path}.end_step"] if node.get("end_step") else []
+        if node.get("name") in ("LinearToZero", "LinearToMin") and "frame" in node:
+            found.append(f"{path}.frame")
+        found += [f"{path}.beta_end_step"] if "beta_end_step" in node else []
+        for k, v in node.items():
+            if "end_step__" in k or "lr_scheduler_spec.frame__" in k:
+                found.append(f"{path}.{k}")
+            found += absolute_frames(v, f"{path}.{k}".lstrip("."))
+    elif isinstance(node, list):
+        for v in node:
+            found += absolute_frames(v, path)
+    return found
+
+
+@pytest.mark.parametrize("path", [shipped(path) for path in BENCHMARK_FILES + [DEMO_FILE]])
+def test_shipped_specs_write_no_schedule_in_absolute_frames(path: Path) -> None:
+    assert absolute_frames(json.loads(path.read_text())) == []
+
+
 def test_yaml_exponent_floats_are_numbers(tmp_path: Path) -> None:
     # PyYAML (YAML 1.1) reads 3e-4 and 1e6 as strings; specs write them that way all the time
     text = YAML_SPECS.replace("lr: 0.001", "lr: 3e-4").replace("max_frame: 1000", "max_frame: 1e6")

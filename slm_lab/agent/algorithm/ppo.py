@@ -9,8 +9,8 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
        ratio = exp(log pi(a|s) - log pi_old(a|s))
        A scaled per minibatch by `normalize_advantages` (SLM Lab v5.2):
          standardize (the default): A <- (A - mean(A)) / std(A); undefined for one sample, so
-           validation refuses minibatch_size 1 with it (the merged leftover keeps every other
-           minibatch at least minibatch_size)
+           validation refuses minibatch_size 1 with it (the leftover is merged into the last
+           minibatch, so every minibatch has at least minibatch_size samples)
          percentile (SLM Lab v5's): EMAs (decay PERCENTILE_EMA_DECAY) of the minibatch's 5th and
            95th percentiles, P5 and P95, then A <- A / max(1, P95 - P5), not centered. DreamerV3's
            scale, but of advantages updated every minibatch, where DreamerV3 takes percentiles of

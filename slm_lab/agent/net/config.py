@@ -131,7 +131,7 @@ class LRSchedulerSpec(Config):
         """Why the scheduler cannot take `key`, or None if it can."""
         if self.name not in CUSTOM_SCHEDULERS:
             return torch_argument_error(self.name, "lr_schedulers", key)
-        declared = [k for k in self.keys() if k != "name"]
+        declared = [k for k in self.keys() if k not in ("name", self.EXTRA)]
         return (
             None
             if key in declared
