@@ -7,14 +7,32 @@ import logging
 import logging.handlers
 import os
 import signal
+from collections.abc import MutableMapping
 from pathlib import Path
-
-import ray
 
 from slm_lab.lib import util
 from slm_lab.lib.util import machine_cpus, machine_gpus
 from slm_lab.spec import spec_util
 from slm_lab.spec.schema import Spec
+
+# Ray's switch for its uv hook, read once, when Ray is imported
+UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+
+
+def keep_workers_on_this_python(environ: MutableMapping[str, str]) -> None:
+    """Ray's workers on the cluster a search starts run the search's own Python and
+    environment, however the search was started. Ray's uv hook, when it finds `uv run` among
+    the driver's parent processes, starts each worker as that `uv run` command in a copy of
+    the working directory, where uv makes an environment of its own (an empty one with
+    --no-sync: the workers die before they register, and Tune waits for them forever). A
+    cluster that RAY_ADDRESS names keeps Ray's choice, and a UV_HOOK the user set is kept."""
+    if not environ.get("RAY_ADDRESS"):
+        environ.setdefault(UV_HOOK, "0")
+
+
+keep_workers_on_this_python(os.environ)
+
+import ray  # noqa: E402  (after UV_HOOK is set)
 
 # Ray's and Optuna's Python logs: held from the start, written to the search's log folder once
 # it exists (route_ray_logs), never to the terminal
@@ -26,10 +44,11 @@ RAY_LOGGERS = ("ray", "optuna", "py.warnings")
 
 def start_ray(preload: str) -> bool:
     """Connect to the cluster RAY_ADDRESS names, else start Ray on this machine (no dashboard,
-    workers' output kept off the terminal); True when this call started it. An already started
-    Ray (a test's) is used as it is. `preload`, a module, is imported in a thread meanwhile:
-    Ray's start is mostly waiting for its own processes, the search's imports (Tune, Optuna)
-    are work, so the two overlap. An import error shows when the caller imports the module."""
+    workers on this Python, their output kept off the terminal); True when this call started
+    it. An already started Ray (a test's) is used as it is. `preload`, a module, is imported in
+    a thread meanwhile: Ray's start is mostly waiting for its own processes, the search's
+    imports (Tune, Optuna) are work, so the two overlap. An import error shows when the caller
+    imports the module."""
     if RAY_LOGS.target is not None:  # the previous search's, in the same process
         RAY_LOGS.target.close()
         RAY_LOGS.setTarget(None)

@@ -37,6 +37,7 @@ POLL_S = 0.2
 # in the environment of every process this module's searches start (Ray's, their workers', the
 # sessions'): other searches on the machine are not this module's
 MARK = "SLM_LAB_TEST_SEARCH"
+UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"  # Ray's uv hook, on unless set to 0
 
 
 @pytest.fixture(scope="module")
@@ -302,7 +303,7 @@ def test_a_search_stopped_by_a_group_sigterm_through_uv_saves_and_says_how_to_re
     args = [UV, "run", "--project", str(ROOT_DIR), "slm-lab", "run", path, NAME, "search"]
     proc = subprocess.Popen(
         [*args, "--data-dir", str(in_tmp / "data")],
-        cwd=ROOT_DIR,  # as the README runs it (Ray's uv hook ships this folder to its workers)
+        cwd=ROOT_DIR,  # as the README runs it
         env={**env, MARK: str(os.getpid()), "NO_COLOR": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -416,6 +417,18 @@ def test_as_many_trials_start_at_once_as_the_cluster_runs(monkeypatch: pytest.Mo
     assert ray_cluster.concurrent_trials(load(spec)) == 4  # the GPU is the limit
     spec["meta"]["max_trial"] = 3
     assert ray_cluster.concurrent_trials(load(spec)) == 3
+
+
+def test_a_search_on_this_machine_turns_rays_uv_hook_off_and_one_on_a_cluster_leaves_it() -> None:
+    from slm_lab.experiment.ray_cluster import keep_workers_on_this_python
+
+    for before, after in [
+        ({}, {UV_HOOK: "0"}),
+        ({UV_HOOK: "1"}, {UV_HOOK: "1"}),  # the user's
+        ({"RAY_ADDRESS": "10.0.0.2:6379"}, {"RAY_ADDRESS": "10.0.0.2:6379"}),
+    ]:
+        keep_workers_on_this_python(before)
+        assert before == after
 
 
 @pytest.mark.subprocess
