@@ -431,6 +431,36 @@ def test_a_search_on_this_machine_turns_rays_uv_hook_off_and_one_on_a_cluster_le
         assert before == after
 
 
+def test_a_worker_that_dies_as_it_starts_says_why_in_the_raylets_log() -> None:
+    from slm_lab.experiment.ray_cluster import start_failure
+
+    uv = (
+        "warning: `VIRTUAL_ENV=/p/.venv` does not match the project environment path `.venv`\n"
+        "Creating virtual environment at: .venv\n"
+    )
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/p/ray/_private/workers/default_worker.py", line 8, in <module>\n'
+        "    import ray\n"
+        "ModuleNotFoundError: No module named 'ray'\n"
+    )
+    raylet = (
+        "[2026-11-27 09:06:57,513 E 13215 13215] (raylet) worker_pool.cc:660: Some workers of "
+        "the worker process(13647) have not registered within the timeout. The process is "
+        "dead, probably it crashed during start."
+    )
+    assert start_failure(uv) is None
+    assert start_failure(uv + traceback) == "ModuleNotFoundError: No module named 'ray'"
+    assert start_failure(uv + traceback.rsplit("\n", 2)[0]) is None  # not written out yet
+    assert start_failure(uv + "error: Failed to spawn: `python`\n") == (
+        "error: Failed to spawn: `python`"
+    )
+    assert start_failure("Fatal Python error: init_fs_encoding: no encodings\n") == (
+        "Fatal Python error: init_fs_encoding: no encodings"
+    )
+    assert start_failure(raylet) == raylet.split("worker_pool.cc:660: ")[1]
+
+
 @pytest.mark.subprocess
 def test_a_trial_worker_and_the_driver_import_no_torch() -> None:
     """A trial's Ray worker loads search_trial (Tune's trainable) and the driver loads search:
