@@ -31,6 +31,11 @@ from slm_lab.lib.config import parse
 from slm_lab.lib.schedule import ScheduleConfig
 from slm_lab.spec import schema
 
+# The tests' own Ray clusters (test_search's ray_address) run their workers on this Python, as a
+# search's own cluster does (slm_lab.experiment.ray_cluster): without this, Ray's uv hook, which
+# Ray reads when it is first imported, would start them with the `uv run` that runs pytest.
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
 SMALL_NET = {
     "type": "MLPNet",
     "shared": False,

@@ -409,6 +409,8 @@ def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: s
         summary = search.run(spec, layout.root, log_level, resume)
     except SpecError as e:
         _fail(str(e))
+    except search.WorkersCannotStart as e:
+        _fail(f"no trial of {spec.name} could start: {e}", 1)
     except search.SearchStopped as e:
         head = f"search stopped: {len(e.trials)} of {spec.meta.max_trial} trials ended"
         _print_trials(e.trials, spec.name, head)

@@ -1,20 +1,39 @@
 """Ray for the search: started on this machine or joined on a cluster (RAY_ADDRESS), its logs
-kept off the terminal, and the cluster's resources. Imports no Ray Tune, so a search can start
-Ray while Tune and Optuna import.
+kept off the terminal, the cluster's resources, and why its workers fail to start. Imports no
+Ray Tune, so a search can start Ray while Tune and Optuna import.
 """
 
 import logging
 import logging.handlers
 import os
+import re
 import signal
+from collections.abc import MutableMapping
 from pathlib import Path
-
-import ray
 
 from slm_lab.lib import util
 from slm_lab.lib.util import machine_cpus, machine_gpus
 from slm_lab.spec import spec_util
 from slm_lab.spec.schema import Spec
+
+# Ray's switch for its uv hook, read once, when Ray is imported
+UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+
+
+def keep_workers_on_this_python(environ: MutableMapping[str, str]) -> None:
+    """Ray's workers on the cluster a search starts run the search's own Python and
+    environment, however the search was started. Ray's uv hook, when it finds `uv run` among
+    the driver's parent processes, starts each worker as that `uv run` command in a copy of
+    the working directory, where uv makes an environment of its own (an empty one with
+    --no-sync: the workers die before they register, and Tune waits for them forever). A
+    cluster that RAY_ADDRESS names keeps Ray's choice, and a UV_HOOK the user set is kept."""
+    if not environ.get("RAY_ADDRESS"):
+        environ.setdefault(UV_HOOK, "0")
+
+
+keep_workers_on_this_python(os.environ)
+
+import ray  # noqa: E402  (after UV_HOOK is set)
 
 # Ray's and Optuna's Python logs: held from the start, written to the search's log folder once
 # it exists (route_ray_logs), never to the terminal
@@ -26,10 +45,11 @@ RAY_LOGGERS = ("ray", "optuna", "py.warnings")
 
 def start_ray(preload: str) -> bool:
     """Connect to the cluster RAY_ADDRESS names, else start Ray on this machine (no dashboard,
-    workers' output kept off the terminal); True when this call started it. An already started
-    Ray (a test's) is used as it is. `preload`, a module, is imported in a thread meanwhile:
-    Ray's start is mostly waiting for its own processes, the search's imports (Tune, Optuna)
-    are work, so the two overlap. An import error shows when the caller imports the module."""
+    workers on this Python, their output kept off the terminal); True when this call started
+    it. An already started Ray (a test's) is used as it is. `preload`, a module, is imported in
+    a thread meanwhile: Ray's start is mostly waiting for its own processes, the search's
+    imports (Tune, Optuna) are work, so the two overlap. An import error shows when the caller
+    imports the module."""
     if RAY_LOGS.target is not None:  # the previous search's, in the same process
         RAY_LOGS.target.close()
         RAY_LOGS.setTarget(None)
@@ -99,3 +119,52 @@ def route_ray_logs(path: Path) -> None:
     RAY_LOGS.setTarget(logging.FileHandler(path))
     RAY_LOGS.flush()
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+
+
+# A worker's output goes to its raylet's stderr log until the worker has registered. What a
+# worker that could not start leaves there: Python's traceback (its exception line says why),
+# Python's fatal error, uv's error; and the raylet's own line for a worker that did not register.
+TRACEBACK = "Traceback (most recent call last):"
+START_ERRORS = ("Fatal Python error:", "error:")
+NOT_REGISTERED = re.compile(r"\(raylet\) \S+: (.* have not registered within the timeout\..*)")
+
+
+def start_failure(text: str) -> str | None:
+    """The line of a raylet's stderr `text` that says why a worker could not start (None when
+    no worker failed, or its traceback is not written out yet)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(TRACEBACK):
+            return next((x for x in lines[i + 1 :] if x and not x[0].isspace()), None)
+        if line.startswith(START_ERRORS):
+            return line
+        if registered := NOT_REGISTERED.search(line):
+            return registered.group(1)
+    return None
+
+
+class WorkerStarts:
+    """The workers that die as they start on this machine, as its raylet logs them since this
+    was made (the other nodes of a cluster log theirs on their own machines)."""
+
+    def __init__(self) -> None:
+        # Ray has no public API for its session's log folder
+        logs = ray._private.worker.global_worker.node.get_logs_dir_path()
+        self.log = Path(logs) / "raylet.err"
+        self.start = self.read_to = self.log.stat().st_size
+
+    def failure(self) -> str | None:
+        """Why a worker could not start (start_failure), or None."""
+        size = self.log.stat().st_size
+        if size == self.read_to:
+            return None
+        self.read_to = size
+        with self.log.open("rb") as f:
+            f.seek(self.start)
+            return start_failure(f.read(size - self.start).decode(errors="replace"))
+
+
+def worker_command() -> str | None:
+    """The command this job's workers start with, when it is not the cluster's Python (Ray's uv
+    hook sets one)."""
+    return ray.get_runtime_context().runtime_env.get("py_executable")

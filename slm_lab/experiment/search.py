@@ -16,6 +16,7 @@ import io as text_io
 import json
 import math
 import os
+import shutil
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,12 @@ from ray.tune.search.optuna import OptunaSearch
 from slm_lab.experiment import analysis, record, stop
 from slm_lab.experiment.analysis import TRIAL_METRICS
 from slm_lab.experiment.layout import RunLayout, validation_name
-from slm_lab.experiment.ray_cluster import concurrent_trials, route_ray_logs
+from slm_lab.experiment.ray_cluster import (
+    WorkerStarts,
+    concurrent_trials,
+    route_ray_logs,
+    worker_command,
+)
 from slm_lab.experiment.search_trial import (
     DONE,
     METRIC,
@@ -64,6 +70,10 @@ class SearchStopped(Exception):
     def __init__(self, trials: list[dict[str, Any]], signum: int | None) -> None:
         super().__init__(f"{len(trials)} trials ended")
         self.trials, self.signum = trials, signum
+
+
+class WorkersCannotStart(Exception):
+    """No trial could start: Ray's workers die as they start."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +198,29 @@ class Progress(tune.Callback):
         logger.error(f"{self.tag(trial)} {ERRORED} {error_line(error)}")
 
 
+class StartWatch(tune.Callback):
+    """Ends the search (WorkersCannotStart) when Ray's workers die as they start before any
+    trial has started: Ray starts another worker in place of each, which dies the same way, and
+    Tune would wait for them forever. Reads the raylet's log (WorkerStarts) at each of Tune's
+    steps."""
+
+    def setup(self, **info: Any) -> None:
+        self.started = False
+        self.starts = WorkerStarts()
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.started = True
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        if self.started or (reason := self.starts.failure()) is None:
+            return
+        command = worker_command()
+        started_as = f"they start as `{command}`; " if command else ""
+        raise WorkersCannotStart(
+            f"Ray's workers die as they start: {reason} ({started_as}Ray's log: {self.starts.log})"
+        )
+
+
 @dataclass(frozen=True)
 class Summary:
     """What a finished search found: a row per trial (index, status, values, trial metrics) in
@@ -249,13 +282,17 @@ def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
             run_config=tune.RunConfig(
                 name=layout.search_state.name,
                 storage_path=str(search_dir),
-                callbacks=[Progress(spec.name), JsonLoggerCallback()],
+                callbacks=[Progress(spec.name), JsonLoggerCallback(), StartWatch()],
                 verbose=0,
             ),
         )
     handlers = stop.install(pass_on=False, give_up=True, on_request=stop.ask_tune_to_stop)
     try:
         grid = tuner.fit()
+    except WorkersCannotStart:
+        if not resume:  # no trial ran: nothing to resume
+            shutil.rmtree(search_dir)
+        raise
     finally:
         signum = stop.REQUEST.signum
         stop.restore(handlers)

@@ -9,12 +9,16 @@ import json
 import logging
 import math
 import os
+import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,16 @@ POLL_S = 0.2
 # in the environment of every process this module's searches start (Ray's, their workers', the
 # sessions'): other searches on the machine are not this module's
 MARK = "SLM_LAB_TEST_SEARCH"
+UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"  # Ray's uv hook, on unless set to 0
+# the ways to start the CLI: the command before `run ...`, and whether it runs from the
+# repository root (the others run from elsewhere)
+START_MODES = {
+    "uv_run_project": ([UV, "run", "--project", str(ROOT_DIR), "slm-lab"], False),
+    "uv_run_no_sync": ([UV, "run", "--no-sync", "slm-lab"], True),
+    "venv_script": ([SLM_LAB], False),
+    "python_m": ([sys.executable, "-m", "slm_lab.cli.main"], False),
+}
+LOG_TIME = "%Y-%m-%d %H:%M:%S"  # a log line's time (slm_lab.lib.logger)
 
 
 @pytest.fixture(scope="module")
@@ -317,7 +331,7 @@ def test_a_search_stopped_by_a_group_sigterm_through_uv_saves_and_says_how_to_re
     args = [UV, "run", "--project", str(ROOT_DIR), "slm-lab", "run", path, NAME, "search"]
     proc = subprocess.Popen(
         [*args, "--data-dir", str(in_tmp / "data")],
-        cwd=ROOT_DIR,  # as the README runs it (Ray's uv hook ships this folder to its workers)
+        cwd=ROOT_DIR,  # as the README runs it
         env={**env, MARK: str(os.getpid()), "NO_COLOR": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -339,6 +353,109 @@ def test_a_search_stopped_by_a_group_sigterm_through_uv_saves_and_says_how_to_re
     )
     assert "SIGTERM received" not in err and "Traceback" not in err
     assert (search_dir / "experiment_df_so_far.csv").is_file()
+    wait_for(lambda: not group_processes(proc.pid), "the search's processes to end")
+
+
+@pytest.fixture(scope="module")
+def tiny_search(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A spec file of one trial of one session, 200 frames: the cheapest search."""
+    spec = search_spec({GAMMA + "__uniform": [0.9, 0.99]}, 1, 5, max_frame=200)
+    return write_spec_file(tmp_path_factory.mktemp("tiny") / "search.json", {NAME: spec})
+
+
+@pytest.fixture
+def ray_tmpdir() -> Iterator[Path]:
+    """RAY_TMPDIR for a search that starts Ray on this machine: its session's logs where the
+    test finds them (a short path: Ray's sockets live under it)."""
+    path = Path(tempfile.mkdtemp(prefix="slm-ray-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)  # a socket may go as it is walked
+
+
+def local_search(
+    command: list[str], cwd: Path, spec_file: Path, data: Path, env: dict[str, str]
+) -> subprocess.Popen:
+    """`command run SPEC NAME search` with Ray started on this machine (no RAY_ADDRESS, Ray's
+    uv hook as the CLI leaves it unless `env` sets it), in a process group of its own."""
+    base = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", UV_HOOK)}
+    return subprocess.Popen(
+        [*command, "run", str(spec_file), NAME, "search", "--data-dir", str(data)],
+        cwd=cwd,
+        env={**base, MARK: str(os.getpid()), "NO_COLOR": "1", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_output(proc: subprocess.Popen) -> tuple[str, str]:
+    """The output of a local_search, killed with its process group if it runs past 3 WAIT_S."""
+    try:
+        return proc.communicate(timeout=3 * WAIT_S)
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def session_log(ray_tmpdir: Path, name: str) -> Path:
+    [path] = (ray_tmpdir / "ray").glob(f"session_2*/logs/{name}")
+    return path
+
+
+@pytest.mark.ray
+@pytest.mark.cli
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+@pytest.mark.parametrize("mode", START_MODES)
+def test_a_search_runs_its_workers_on_the_python_that_started_it(
+    mode: str, tiny_search: Path, ray_tmpdir: Path, tmp_path: Path
+) -> None:
+    """However the CLI is started, the trials' Ray workers run its own Python and environment.
+    Ray's uv hook, which would start them as `uv run` in a copy of the working directory, is
+    off: with --no-sync that copy's environment is empty, the workers die before they register
+    and the search waits forever; with --project from another folder, Ray refuses to start."""
+    command, at_root = START_MODES[mode]
+    cwd = ROOT_DIR if at_root else tmp_path
+    env = {"RAY_TMPDIR": str(ray_tmpdir)}
+    proc = local_search(command, cwd, tiny_search, tmp_path / "data", env)
+    out, err = wait_output(proc)
+    assert proc.returncode == 0, err[-3000:]
+    assert out.splitlines()[0] == "search: 1 trials | completed 1"
+    # the Python of each runtime environment Ray made for the trials' workers
+    made = re.findall(
+        r'"py_executable": "([^"]*)"', session_log(ray_tmpdir, "runtime_env_agent.log").read_text()
+    )
+    assert made and {Path(p).parent for p in made} == {Path(sys.executable).parent}, made
+
+
+@pytest.mark.ray
+@pytest.mark.cli
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+def test_a_search_whose_workers_cannot_start_stops_at_once_and_says_why(
+    tiny_search: Path, ray_tmpdir: Path, tmp_path: Path
+) -> None:
+    """Ray's uv hook forced on under `uv run --no-sync`: each worker starts as `uv run
+    --no-sync` in a copy of the project, whose new environment is empty, and dies importing
+    Ray. The search ends within WAIT_S of its start with one line that says why, leaves no
+    search folder to resume, and no process of its own."""
+    env = {UV_HOOK: "1", "RAY_TMPDIR": str(ray_tmpdir)}
+    data = tmp_path / "data"
+    proc = local_search([UV, "run", "--no-sync", "slm-lab"], ROOT_DIR, tiny_search, data, env)
+    _, err = wait_output(proc)
+    ended = datetime.now()
+    started, *rest = err.splitlines()
+    assert f"running search {NAME} in" in started, err[-3000:]
+    assert (ended - datetime.strptime(started.split(" INFO")[0], LOG_TIME)).total_seconds() < WAIT_S
+    assert proc.returncode == 1
+    raylet_err = session_log(ray_tmpdir, "raylet.err")
+    assert rest == [
+        f"error: no trial of {NAME} could start: Ray's workers die as they start: "
+        "ModuleNotFoundError: No module named 'ray' (they start as "
+        f"`{UV} run --no-sync --python {platform.python_version()} python`; Ray's log: {raylet_err})"
+    ]
+    assert run_dirs(data) == []
     wait_for(lambda: not group_processes(proc.pid), "the search's processes to end")
 
 
@@ -498,6 +615,48 @@ def test_as_many_trials_start_at_once_as_the_cluster_runs(monkeypatch: pytest.Mo
     assert ray_cluster.concurrent_trials(load(spec)) == 4  # the GPU is the limit
     spec["meta"]["max_trial"] = 3
     assert ray_cluster.concurrent_trials(load(spec)) == 3
+
+
+def test_a_search_on_this_machine_turns_rays_uv_hook_off_and_one_on_a_cluster_leaves_it() -> None:
+    from slm_lab.experiment.ray_cluster import keep_workers_on_this_python
+
+    for before, after in [
+        ({}, {UV_HOOK: "0"}),
+        ({UV_HOOK: "1"}, {UV_HOOK: "1"}),  # the user's
+        ({"RAY_ADDRESS": "10.0.0.2:6379"}, {"RAY_ADDRESS": "10.0.0.2:6379"}),
+    ]:
+        keep_workers_on_this_python(before)
+        assert before == after
+
+
+def test_a_worker_that_dies_as_it_starts_says_why_in_the_raylets_log() -> None:
+    from slm_lab.experiment.ray_cluster import start_failure
+
+    uv = (
+        "warning: `VIRTUAL_ENV=/p/.venv` does not match the project environment path `.venv`\n"
+        "Creating virtual environment at: .venv\n"
+    )
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/p/ray/_private/workers/default_worker.py", line 8, in <module>\n'
+        "    import ray\n"
+        "ModuleNotFoundError: No module named 'ray'\n"
+    )
+    raylet = (
+        "[2026-11-27 09:06:57,513 E 13215 13215] (raylet) worker_pool.cc:660: Some workers of "
+        "the worker process(13647) have not registered within the timeout. The process is "
+        "dead, probably it crashed during start."
+    )
+    assert start_failure(uv) is None
+    assert start_failure(uv + traceback) == "ModuleNotFoundError: No module named 'ray'"
+    assert start_failure(uv + traceback.rsplit("\n", 2)[0]) is None  # not written out yet
+    assert start_failure(uv + "error: Failed to spawn: `python`\n") == (
+        "error: Failed to spawn: `python`"
+    )
+    assert start_failure("Fatal Python error: init_fs_encoding: no encodings\n") == (
+        "Fatal Python error: init_fs_encoding: no encodings"
+    )
+    assert start_failure(raylet) == raylet.split("worker_pool.cc:660: ")[1]
 
 
 @pytest.mark.subprocess
