@@ -121,8 +121,9 @@ class Recorder:
         """A training row: the progress line, TensorBoard and the session CSV (`rows` all of
         them, the new one last)."""
         max_frame = self.clock.max_frame
-        fitted = analysis.progress_line(row, max_frame, log_setup.console_width())
-        logger.bind(console=fitted).info(analysis.progress_line(row, max_frame))
+        line, width = analysis.progress_line(row, max_frame), log_setup.console_width()
+        fitted = line if width is None else analysis.progress_line(row, max_frame, width)
+        logger.bind(console=fitted).info(line)
         writer = self.tb_writer()
         for k, v in row.items():
             if isinstance(v, int | float) and not math.isnan(v):
