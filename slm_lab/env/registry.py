@@ -143,14 +143,22 @@ class Family:
     def matches(self, env_id: str) -> bool:
         return re.fullmatch(self.pattern, env_id) is not None
 
+    def refusal(self, env_id: str) -> str:
+        """Why this family does not run `env_id`: its reason, with the pattern's named groups
+        (e.g. {game}) filled from the id."""
+        match = re.fullmatch(self.pattern, env_id)
+        return (self.reason or "").format(**(match.groupdict() if match else {}))
+
 
 FAMILIES: list[Family] = [
-    # ALE v5 ids, and the legacy ones that v5 renamed ALE/<Game>-v5
+    Family("Atari (ALE)", r"ALE/.+", None, f"Atari (ALE) {NOT_YET}"),
+    # the ids before ALE v5 (Gymnasium dropped them), which v5 renamed ALE/<Game>-v5
     Family(
-        "Atari (ALE)",
-        rf"ALE/.+|({'|'.join(ATARI_GAMES)})(NoFrameskip|Deterministic)?-v[04]",
+        "legacy Atari",
+        rf"(?P<game>{'|'.join(ATARI_GAMES)})(NoFrameskip|Deterministic)?-v[04]",
         None,
-        f"Atari (ALE) {NOT_YET}",
+        "a legacy Atari id; SLM Lab runs ALE v5: use ALE/{game}-v5 (frameskip 4 and sticky "
+        "actions 0.25 by default; env.frameskip and env.repeat_action_probability set them)",
     ),
     Family("MuJoCo Playground", r"playground/.+", None, f"MuJoCo Playground {NOT_YET}"),
     Family("Gymnasium", r".*", "slm_lab.env.gym_backend"),  # the last: it takes every id
@@ -170,5 +178,5 @@ def backend_module(env_name: str) -> "BackendModule":
     available."""
     family = family_of(env_name)
     if family.module is None:
-        raise SpecError(f"env.name: {env_name}: {family.reason}")
+        raise SpecError(f"env.name: {env_name}: {family.refusal(env_name)}")
     return importlib.import_module(family.module)

@@ -101,8 +101,14 @@ def test_run_without_env_name_is_one_line(in_tmp: Path) -> None:
     ("changes", "line"),
     [
         ({"env.name": "ALE/Pong-v5"}, "env.name: ALE/Pong-v5: Atari (ALE) is not available yet"),
-        ({"env.name": "VideoPinball-v0"}, "Atari (ALE) is not available yet"),
-        ({"env.name": "PongNoFrameskip-v4"}, "Atari (ALE) is not available yet"),
+        (
+            {"env.name": "VideoPinball-v0"},
+            "env.name: VideoPinball-v0: a legacy Atari id; SLM Lab runs ALE v5: use ALE/VideoPinball-v5 (frameskip 4 and sticky actions 0.25 by default; env.frameskip and env.repeat_action_probability set them)",
+        ),
+        (
+            {"env.name": "PongNoFrameskip-v4"},
+            "env.name: PongNoFrameskip-v4: a legacy Atari id; SLM Lab runs ALE v5: use ALE/Pong-v5",
+        ),
         (
             {"env.name": "playground/CartpoleBalance"},
             "MuJoCo Playground is not available yet",

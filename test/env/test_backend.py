@@ -77,8 +77,9 @@ def corridor_spec(algo: str, max_frame: int) -> dict:
         ("my_envs:GridWorld-v0", "Gymnasium"),
         ("Foo-v0", "Gymnasium"),  # not an Atari game: Gymnasium tells it is not registered
         ("ALE/Pong-v5", "Atari (ALE)"),
-        ("PongNoFrameskip-v4", "Atari (ALE)"),
-        ("VideoPinball-v0", "Atari (ALE)"),
+        ("PongNoFrameskip-v4", "legacy Atari"),
+        ("VideoPinball-v0", "legacy Atari"),
+        ("BreakoutDeterministic-v4", "legacy Atari"),
         ("playground/CartpoleBalance", "MuJoCo Playground"),
     ],
 )
