@@ -11,6 +11,8 @@ import torch.nn.functional as F
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_LOG_2 = math.log(2.0)
+TANH_EDGE = 1e-6  # how close to +-1 a squashed action's log-prob evaluates it
 
 
 def categorical_sample(logits: torch.Tensor) -> torch.Tensor:
@@ -51,6 +53,27 @@ def normal_log_prob(
 
 def normal_entropy(log_std: torch.Tensor) -> torch.Tensor:
     return (0.5 + _HALF_LOG_2PI + log_std).sum(-1)
+
+
+def tanh_log_det(u: torch.Tensor) -> torch.Tensor:
+    """sum_i log(1 - tanh(u_i)^2) = sum_i 2 * (log 2 - u_i - softplus(-2 u_i)), finite for any u."""
+    return (2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)
+
+
+def normal_tanh_sample(mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """a = tanh(u), u ~ N(mean, std): an action inside (-1, 1)."""
+    return torch.tanh(normal_sample(mean, log_std))
+
+
+def normal_tanh_log_prob(
+    mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor
+) -> torch.Tensor:
+    """log pi(a) of a = tanh(u), u ~ N(mean, std): log N(u) - sum_i log(1 - a_i^2), with u =
+    atanh(a). An action is clamped to within TANH_EDGE of +-1 first (a float32 tanh rounds large
+    u to exactly 1, whose atanh is infinite)."""
+    a = actions.clamp(-1.0 + TANH_EDGE, 1.0 - TANH_EDGE)
+    u = torch.atanh(a)
+    return normal_log_prob(mean, log_std, u) - tanh_log_det(u)
 
 
 def select_discrete(scores: torch.Tensor, action_policy: str, explore_var: float) -> torch.Tensor:

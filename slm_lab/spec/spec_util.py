@@ -580,6 +580,10 @@ def check_env_fit(spec: Spec) -> None:
         raise SpecError(
             f"agent.algorithm.action_pdtype: {pdtype} does not fit the {type(action_space).__name__} action space of {env.name}"
         )
+    if pdtype == "NormalTanh" and not isinstance(algo, PolicyGradientConfig):
+        raise SpecError(
+            f"agent.algorithm.action_pdtype: NormalTanh is for the policy-gradient algorithms (Reinforce, ActorCritic, PPO, SIL); {algo.name} has its own action distribution"
+        )
 
 
 def _check_arcs(

@@ -610,3 +610,25 @@ def test_sigterm_to_the_parent_reaches_its_sessions(tmp_path: Path) -> None:
     assert_saved_past_the_last_row(run_dir, sessions=2)
     for s in (0, 1):
         assert not (run_dir / "info" / f"{STOP_SPEC}_t0_s{s}_session_metrics.json").exists()
+
+
+@pytest.mark.cli
+def test_normal_tanh_trains_ppo_and_is_refused_where_it_does_not_apply(in_tmp: Path) -> None:
+    spec = make_spec("ppo", env="Pendulum-v1", max_frame=400)
+    spec["agent"]["algorithm"]["action_pdtype"] = "NormalTanh"
+    path = write_spec_file(in_tmp / "s.json", {NAME: spec})
+    result = invoke(["run", str(path), NAME, "dev"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    [run_dir] = run_dirs(in_tmp / "data")
+    rows = read_session_df(run_dir)
+    assert rows["frame"].iloc[-1] == 400 and rows["loss"].notna().all()
+    sac = invoke(
+        ["check", str(ROOT_DIR / "slm_lab/spec/benchmark/sac/sac_pendulum.json")]
+        + ["-s", "agent.algorithm.action_pdtype=NormalTanh"]
+    )
+    assert (sac.exit_code, sac.stderr.splitlines()) == (
+        2,
+        [
+            "error: sac_pendulum: agent.algorithm.action_pdtype: NormalTanh is for the policy-gradient algorithms (Reinforce, ActorCritic, PPO, SIL); SoftActorCritic has its own action distribution"
+        ],
+    )

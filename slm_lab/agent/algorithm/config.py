@@ -31,8 +31,12 @@ class AlgorithmConfig(Config):
     self_imitation: ClassVar[bool] = False  # keeps a replay of past episodes' returns (SIL)
 
     name: str = key(doc="the algorithm", required=True)
-    action_pdtype: Literal["default", "Categorical", "Argmax", "Normal"] = key(
-        "default", "the action distribution (default: Categorical or Normal by action space)"
+    action_pdtype: Literal["default", "Categorical", "Argmax", "Normal", "NormalTanh"] = key(
+        "default",
+        "the action distribution (default: Categorical or Normal by action space); NormalTanh "
+        "(policy-gradient algorithms): a Gaussian squashed by tanh into the action bounds, with "
+        "the log-det correction in its log-prob and the entropy bonus estimated as -log pi of "
+        "the batch's actions",
     )
     action_policy: Literal["default", "epsilon_greedy", "boltzmann", "greedy"] = key(
         "default", "how actions are drawn: from the policy, epsilon-greedy, Boltzmann, greedy"

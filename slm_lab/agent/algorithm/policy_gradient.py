@@ -48,6 +48,7 @@ class PolicyGradient(Algorithm):
                 (list(part.parameters()), config.clip_grad_val) for part, config in parts
             ]
         self.grad_step = net_util.GradStep(self.optims, clip_groups)
+        self.squash = self.config.action_pdtype == "NormalTanh"  # tanh-squashed Gaussian
         self.entropy_coef = VarScheduler(
             self.config.entropy_coef_spec, self.clock.max_frame, default=0.0
         )
@@ -60,15 +61,23 @@ class PolicyGradient(Algorithm):
 
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
         mean, log_std = self.nets.pdparam(obs)
-        if not self.discrete:
-            return mean if self.action_policy == "greedy" else D.normal_sample(mean, log_std)
-        return D.select_discrete(mean, self.action_policy, self.explore_var.val)
+        if self.discrete:
+            return D.select_discrete(mean, self.action_policy, self.explore_var.val)
+        if self.squash:
+            greedy = self.action_policy == "greedy"
+            return torch.tanh(mean) if greedy else D.normal_tanh_sample(mean, log_std)
+        return mean if self.action_policy == "greedy" else D.normal_sample(mean, log_std)
 
     def log_prob_entropy(
         self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(a|s) of the batch's actions and the policy's entropy (NormalTanh has no
+        closed form: -log pi(a|s) of the actions, an unbiased estimate on on-policy actions)."""
         if self.discrete:
             return D.categorical_log_prob_entropy(mean, actions)
+        if self.squash:
+            log_prob = D.normal_tanh_log_prob(mean, log_std, actions)
+            return log_prob, -log_prob
         return D.normal_log_prob(mean, log_std, actions), D.normal_entropy(log_std)
 
     # value targets may be learnt in normalized units (normalize_v_targets)

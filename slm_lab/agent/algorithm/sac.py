@@ -60,11 +60,11 @@ from slm_lab.agent.net.base import Net
 from slm_lab.agent.net.config import NetConfig
 from slm_lab.agent.net.registry import build_net
 from slm_lab.lib import distribution as D
+from slm_lab.lib.distribution import tanh_log_det
 
 DISCRETE_TARGET_ENTROPY_SCALE = 0.98  # target entropy `auto` for n actions: 0.98 * log(n)
 DEFAULT_POLYAK_COEF = 0.005
 DEFAULT_UPDATE_FREQUENCY = 1  # replace: copy after every gradient step
-LOG_2 = math.log(2.0)
 
 
 class LogAlpha(nn.Module):
@@ -73,11 +73,6 @@ class LogAlpha(nn.Module):
     def __init__(self, value: float, trainable: bool) -> None:
         super().__init__()
         self.value = nn.Parameter(torch.tensor(value), requires_grad=trainable)
-
-
-def tanh_log_det(u: torch.Tensor) -> torch.Tensor:
-    """sum_i log(1 - tanh(u_i)^2) = sum_i 2 * (log 2 - u_i - softplus(-2 u_i)), finite for any u."""
-    return (2.0 * (LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)
 
 
 def squashed_normal_sample(

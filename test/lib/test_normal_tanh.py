@@ -1,0 +1,72 @@
+"""The tanh-squashed Gaussian (action_pdtype NormalTanh) of the policy-gradient algorithms."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_algorithm, make_spec
+
+from slm_lab.lib import distribution as D
+
+
+def normal_mass(lo: float, hi: float, mean: float, std: float) -> float:
+    """P(lo <= X < hi) for X ~ N(mean, std), from erfc on the side of the mean the interval
+    lies on, so a tail's small mass keeps its digits."""
+    z_lo, z_hi = (lo - mean) / (std * math.sqrt(2)), (hi - mean) / (std * math.sqrt(2))
+    if z_lo >= 0:
+        return 0.5 * (math.erfc(z_lo) - math.erfc(z_hi))
+    return 0.5 * (math.erfc(-z_hi) - math.erfc(-z_lo))
+
+
+@pytest.mark.parametrize(("mean", "log_std"), [(0.0, 0.0), (0.8, -1.0), (-1.5, 0.5)])
+@pytest.mark.parametrize("a", [-0.95, -0.3, 0.0, 0.5, 0.99])
+def test_log_prob_is_the_density_of_tanh_of_a_gaussian(
+    mean: float, log_std: float, a: float
+) -> None:
+    """Against a numerical reference: P(a - h/2 <= A < a + h/2) / h, the Gaussian's mass
+    between atanh of the interval's ends, h small."""
+    h, std = 1e-6, math.exp(log_std)
+    density = normal_mass(math.atanh(a - h / 2), math.atanh(a + h / 2), mean, std) / h
+    got = D.normal_tanh_log_prob(
+        torch.tensor([[mean]], dtype=torch.float64),
+        torch.tensor([[log_std]], dtype=torch.float64),
+        torch.tensor([[a]], dtype=torch.float64),
+    )
+    assert got.item() == pytest.approx(math.log(density), abs=1e-4)
+
+
+def test_log_prob_sums_over_action_dims_and_stays_finite_at_the_bounds() -> None:
+    mean, log_std = torch.tensor([[0.3, -0.2]]), torch.tensor([[-0.5, 0.1]])
+    one = [D.normal_tanh_log_prob(mean[:, i : i + 1], log_std[:, i : i + 1], torch.tensor([[x]])) for i, x in enumerate((0.4, -0.7))]  # fmt: skip
+    both = D.normal_tanh_log_prob(mean, log_std, torch.tensor([[0.4, -0.7]]))
+    assert both.item() == pytest.approx((one[0] + one[1]).item(), abs=1e-5)
+    edge = D.normal_tanh_log_prob(mean, log_std, torch.tensor([[1.0, -1.0]]))
+    assert torch.isfinite(edge).all()
+
+
+def test_samples_are_inside_the_bounds_with_the_squashed_gaussians_masses() -> None:
+    """Each of 20 bins of (-1, 1) gets the mass N(0.5, e^-0.3) has between atanh of its ends."""
+    torch.manual_seed(0)
+    draws = 200_000
+    actions = D.normal_tanh_sample(torch.full((draws, 1), 0.5), torch.full((draws, 1), -0.3))
+    assert actions.abs().max() < 1
+    counts, edges = np.histogram(actions.numpy(), bins=20, range=(-1, 1))
+    std = math.exp(-0.3)
+    ends = [math.atanh(max(min(float(e), 1 - 1e-12), -1 + 1e-12)) for e in edges]
+    masses = [normal_mass(lo, hi, 0.5, std) for lo, hi in zip(ends[:-1], ends[1:], strict=True)]
+    np.testing.assert_allclose(counts / draws, masses, atol=0.004)  # 3.5 standard errors
+
+
+def test_ppo_with_normal_tanh_acts_inside_the_bounds_and_scores_its_actions() -> None:
+    spec = make_spec("ppo", env="Pendulum-v1", max_frame=256)
+    spec["agent"]["algorithm"]["action_pdtype"] = "NormalTanh"
+    algo = make_algorithm(spec)
+    obs = torch.zeros(4, 3)
+    actions = algo.select_actions(obs)
+    assert actions.shape == (4, 1) and actions.abs().max() < 1
+    mean, log_std = algo.nets.pdparam(obs)
+    log_prob, entropy = algo.log_prob_entropy(mean, log_std, actions)
+    assert torch.equal(entropy, -log_prob) and torch.isfinite(log_prob).all()
+    algo.action_policy = "greedy"
+    assert torch.equal(algo.select_actions(obs), torch.tanh(mean))
