@@ -1,9 +1,9 @@
 """Same seed, same rows: do two versions of SLM Lab train every benchmark spec identically?
 
 `record` runs one session of each benchmark spec (slm_lab/spec/benchmark/**, CPU, one torch
-thread, a fixed seed) for its first N checkpoints and writes the rows of its session_df
-(everything but the wall-clock columns) to a JSON file. `compare` diffs two such files row by
-row and exits non-zero on any difference. To check a refactor, record with the old code (e.g. a
+thread, a fixed seed), its agent and schedules built for the spec's own max_frame, for its first
+N checkpoints and writes the rows of its session_df (everything but the wall-clock columns) to a
+JSON file. `compare` diffs two such files row by row and exits non-zero on any difference. To check a refactor, record with the old code (e.g. a
 `git worktree` of the previous commit) and with the new, then compare:
 
     uv run python bench/same_rows.py record bench/out/rows_old.json   # in the old checkout
@@ -55,13 +55,13 @@ def session_rows(spec_file: str, spec_name: str, checkpoints: int) -> list[dict[
     text = (ROOT / spec_file).read_text()
     variables = {k: v for k, v in TEMPLATE_VARS.items() if f"${{{k}}}" in text}
     spec = spec_util.load_spec(spec_file, spec_name, variables).spec
-    max_frame = min(spec.env.max_frame, checkpoints * spec.meta.log_frequency)
-    spec = spec.with_values(
-        {"meta.random_seed": SEED, "meta.num_threads": 1, "env.max_frame": max_frame}
-    )
+    spec = spec.with_values({"meta.random_seed": SEED, "meta.num_threads": 1})
     with tempfile.TemporaryDirectory(prefix="slm_lab_rows_") as tmp:
         RunLayout(Path(tmp), spec.name).make()
         session = Session(SessionTask(spec, Path(tmp), trial=0, session=0))
+        # the agent and its schedules are built for the spec's own max_frame; the session
+        # stops after `checkpoints` rows of it
+        session.clock.max_frame = min(spec.env.max_frame, checkpoints * spec.meta.log_frequency)
         session.run()
         return [
             {k: v for k, v in row.items() if k not in WALL_CLOCK_COLUMNS}
