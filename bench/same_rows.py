@@ -3,8 +3,9 @@
 `record` runs one session of each benchmark spec (slm_lab/spec/benchmark/**, CPU, one torch
 thread, a fixed seed), its agent and schedules built for the spec's own max_frame, for its first
 N checkpoints and writes the rows of its session_df (everything but the wall-clock columns) to a
-JSON file. `compare` diffs two such files row by row and exits non-zero on any difference. To check a refactor, record with the old code (e.g. a
-`git worktree` of the previous commit) and with the new, then compare:
+JSON file. `compare` diffs two such files row by row and exits non-zero on any difference.
+To check a refactor, record with the old code (e.g. a `git worktree` of the previous commit) and
+with the new, then compare:
 
     uv run python bench/same_rows.py record bench/out/rows_old.json   # in the old checkout
     uv run python bench/same_rows.py record bench/out/rows_new.json
