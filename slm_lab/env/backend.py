@@ -27,6 +27,9 @@ class EnvInfo:
     num_envs: int
     obs_dtype: np.dtype  # how observations reach the agent (float32 once normalized)
     sample_actions: Callable[[], np.ndarray]  # uniform random actions for every env
+    # observations are stacks of this many frames along their first axis, each step's newest
+    # last (Atari); 1: not frame stacks
+    frame_stack: int = 1
 
     @property
     def is_discrete(self) -> bool:

@@ -219,3 +219,29 @@ def test_percentile_run_finishes_and_resumes_to_the_same_data(
     pd.testing.assert_frame_equal(
         df_a.drop(columns=TIMING_COLUMNS), df_b.drop(columns=TIMING_COLUMNS)
     )
+
+
+@pytest.mark.parametrize("clip_vloss", [False, True])
+def test_value_loss_weight_of_each_path(clip_vloss: bool) -> None:
+    """At the first minibatch step V equals the old V, so the clip moves nothing and both paths
+    see the same squared errors: the unclipped path (MSELoss) reports their mean, the clipped
+    path half of it, as SLM Lab v5 and CleanRL weigh it."""
+    algo = build(
+        num_envs=2,
+        time_horizon=16,
+        minibatch_size=32,
+        training_epoch=1,
+        clip_vloss=clip_vloss,
+        entropy_coef_spec=NO_ENTROPY,
+    )
+    fill(algo)
+    batch = algo.memory.sample(algo.device)
+    algo.memory.sample = lambda device: batch
+    T, N = batch.rewards.shape
+    with torch.no_grad():
+        values = algo.nets.value(flat(batch.obs).float()).view(T, N)
+        _, v_targets = algo.calc_advs_v_targets(batch, values)
+    mse = (flat(values) - flat(v_targets)).pow(2).mean().item()
+    algo.train()
+    expected = 0.5 * mse if clip_vloss else mse
+    assert algo.stats["value_loss"] == pytest.approx(expected, rel=1e-4)

@@ -19,8 +19,11 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
        contradicts a `normalize_advantages` (a spec error); true or absent leaves the choice to it.
        The percentile EMAs are part of the algorithm's state, so a resume continues them.
        policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
-       val_loss = loss_fn(V, V_target), or with `clip_vloss` the max of clipped and unclipped
-       squared errors, V clipped to within eps of the old V
+       val_loss = loss_fn(V, V_target) (MSELoss: the mean squared error, no 1/2), or with
+       `clip_vloss` 1/2 the mean of the larger of the clipped and unclipped squared errors, V
+       clipped to within eps of the old V. The two paths weigh the value loss as SLM Lab v5
+       and CleanRL do (CleanRL's unclipped path has the 1/2 too; v5's has not), so a
+       `val_loss_coef` copied from a v5 spec means the same here
        loss = policy_loss - entropy_coef * H + val_loss_coef * val_loss
      stopping early when the approximate KL, E[(ratio - 1) - log ratio] over the epoch's last
      minibatch, passes `target_kl` (if set).
@@ -136,7 +139,7 @@ class PPO(ActorCritic):
                 if config.clip_vloss:
                     old_v = old_v_preds[idx]
                     v_clipped = old_v + (v_preds - old_v).clamp(-eps, eps)
-                    val_loss = torch.max(
+                    val_loss = 0.5 * torch.max(
                         (v_preds - v_targets[idx]).pow(2), (v_clipped - v_targets[idx]).pow(2)
                     ).mean()
                 else:
