@@ -47,6 +47,11 @@ def _import_env_module(name: str) -> str:
 
 def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """(observation space as the agent sees it, action space) of the env a spec names."""
+    if config.life_loss_info:
+        raise SpecError(
+            f"env.life_loss_info: {config.name} is not an Atari game (ALE/<Game>-v5); only "
+            "Atari envs have lives"
+        )
     env_id = _import_env_module(config.name)
     try:
         gym.spec(env_id)
@@ -129,19 +134,16 @@ class GymVecEnv:
         self.name = config.name
         self.seed = seed
         self.clock = clock
-        make_env = partial(
-            _make_one,
-            self.name,
-            config.max_t,
-            config.kwargs,
-            config.action_repeat,
-            "human" if render else None,
-            seq_len,
-        )
-        vec_cls = AsyncVectorEnv if config.vectorization_mode == "async" else SyncVectorEnv
-        vec: gym.vector.VectorEnv = vec_cls(
-            [make_env] * config.num_envs, autoreset_mode=AutoresetMode.SAME_STEP
-        )
+        vec = self._vector_env(config, render, seq_len)
+        mode = vec.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode != AutoresetMode.SAME_STEP:
+            vec.close()
+            raise SpecError(
+                f"env: {self.name} is a vector env in {AutoresetMode(mode).value} autoreset mode; "
+                "SLM Lab steps vector envs in SameStep mode only (a reset's first observation in "
+                "the step that ended the episode; NextStep would pair the last observation of an "
+                "episode with the first of the next): build it with autoreset_mode=SAME_STEP"
+            )
         # episode statistics first: returns are measured before any reward transform
         self.reward_norm: vw.NormalizeReward | None = None
         vec = self.stats = vw.RecordEpisodeStatistics(vec, buffer_length=EPISODE_STATS_WINDOW)
@@ -150,8 +152,8 @@ class GymVecEnv:
             vec = vw.TransformReward(vec, lambda r: r * scale)
         if config.normalize_reward:
             vec = self.reward_norm = vw.NormalizeReward(vec, gamma=gamma)
-        if config.reward_clip is not None:
-            lo, hi = config.reward_clip
+        if (clip := self._reward_clip(config)) is not None:
+            lo, hi = clip
             vec = vw.ClipReward(vec, min_reward=lo, max_reward=hi)
         self.vec = vec
         observation_space = vec.single_observation_space
@@ -166,16 +168,51 @@ class GymVecEnv:
             config.num_envs,
             agent_obs_dtype(observation_space, float_obs),
             self.vec.action_space.sample,
+            self._frame_stack(observation_space),
         )
         self._obs: np.ndarray | None = None
         self._finished: list[FinishedEpisodes] | None = None  # kept after `record_episodes`
 
+    # -- what a family changes (slm_lab.env.atari_backend) --------------------------------------
+    def _vector_env(
+        self, config: EnvConfig, render: bool, seq_len: int | None
+    ) -> gym.vector.VectorEnv:
+        """The vector env, before the statistics and reward wrappers."""
+        make_env = partial(
+            _make_one,
+            self.name,
+            config.max_t,
+            config.kwargs,
+            config.action_repeat,
+            "human" if render else None,
+            seq_len,
+        )
+        vec_cls = AsyncVectorEnv if config.vectorization_mode == "async" else SyncVectorEnv
+        return vec_cls([make_env] * config.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+    def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
+        return config.reward_clip
+
+    def _frame_stack(self, observation_space: gym.Space) -> int:
+        return 1
+
+    def _started(self, info: dict[str, Any]) -> None:
+        """After a reset of every env, with the reset's info."""
+
+    def _terminals(
+        self, terminateds: np.ndarray, dones: np.ndarray, info: dict[str, Any]
+    ) -> np.ndarray:
+        """The terminals training sees (the env's own episode ends; Atari adds life losses)."""
+        return terminateds
+
+    # -- the EnvBackend interface ------------------------------------------------------------
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Start every sub-env's episode. `seed` reseeds the sub-envs (seed + i) and the action
         space; by default the sub-envs take the env's own seed and the action space goes on."""
         if seed is not None:
             self.vec.action_space.seed(seed)
-        obs, _ = self.vec.reset(seed=self.seed if seed is None else seed)
+        obs, info = self.vec.reset(seed=self.seed if seed is None else seed)
+        self._started(info)
         self._obs = self.obs_norm(obs)
         return self._obs
 
@@ -187,7 +224,8 @@ class GymVecEnv:
         next_obs = self.obs_norm(obs)
         real_next_obs = next_obs
         if num_done:
-            mask = info["_final_obs"]
+            # Gymnasium's vector envs mark the final obs; ALE's native one gives them for all envs
+            mask = info.get("_final_obs", dones)
             final = np.array(obs, copy=True)
             final[mask] = np.stack(info["final_obs"][mask])
             real_next_obs = next_obs.copy()
@@ -205,7 +243,12 @@ class GymVecEnv:
             )
         self._obs = next_obs
         return Transition(
-            acted_on, actions, rewards.astype(np.float32), real_next_obs, terminateds, truncateds
+            acted_on,
+            actions,
+            rewards.astype(np.float32),
+            real_next_obs,
+            self._terminals(terminateds, dones, info),
+            truncateds,
         )
 
     def record_episodes(self) -> None:
@@ -262,7 +305,8 @@ class GymVecEnv:
             env_state.restore(self.vec, state["vec"])
             self._obs = env_state.decode(state["obs"])
             return True
-        obs, _ = self.vec.reset(seed=self.seed + self.clock.frame)
+        obs, info = self.vec.reset(seed=self.seed + self.clock.frame)
+        self._started(info)
         for name, (items, maxlen) in state["episode_stats"]["queues"].items():
             setattr(self.stats, name, deque(items, maxlen=maxlen))
         self.stats.episode_count = state["episode_stats"]["episode_count"]

@@ -151,7 +151,7 @@ class Family:
 
 
 FAMILIES: list[Family] = [
-    Family("Atari (ALE)", r"ALE/.+", None, f"Atari (ALE) {NOT_YET}"),
+    Family("Atari (ALE)", r"ALE/.+", "slm_lab.env.atari_backend"),
     # the ids before ALE v5 (Gymnasium dropped them), which v5 renamed ALE/<Game>-v5
     Family(
         "legacy Atari",

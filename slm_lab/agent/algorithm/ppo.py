@@ -139,9 +139,12 @@ class PPO(ActorCritic):
                 if config.clip_vloss:
                     old_v = old_v_preds[idx]
                     v_clipped = old_v + (v_preds - old_v).clamp(-eps, eps)
-                    val_loss = 0.5 * torch.max(
-                        (v_preds - v_targets[idx]).pow(2), (v_clipped - v_targets[idx]).pow(2)
-                    ).mean()
+                    val_loss = (
+                        0.5
+                        * torch.max(
+                            (v_preds - v_targets[idx]).pow(2), (v_clipped - v_targets[idx]).pow(2)
+                        ).mean()
+                    )
                 else:
                     val_loss = self.loss_fn(v_preds, v_targets[idx])
                 entropy = entropy.mean()

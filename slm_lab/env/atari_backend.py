@@ -1,0 +1,264 @@
+"""Atari (ALE v5) as a backend: ale-py's native vector env, `ALE/<Game>-v5` ids.
+
+ale-py's `AtariVectorEnv` steps every env in its own threads and preprocesses as DQN did: frameskip
+4 with the last two frames max-pooled, grey 84x84 frames stacked 4 (uint8, newest last; zeros
+before the first frame of a game), up to 30 no-op actions after a reset, FIRE after a reset in
+the games that need it, sticky actions 0.25 (ALE v5's default).
+
+Episodes are games. The env's rewards reach the episode statistics unclipped, so `total_reward`
+and the episodes CSV hold the full-game score (every life's points); training sees them clipped
+to [-1, 1] unless the spec sets `clip_reward` (false: unclipped). With `life_loss_info: true` a
+lost life is also a terminal for training only: the transition that lost it is `terminated`
+(memory, returns and advantages stop there) while the game, its stack of frames and its score
+go on. Lives are compared step to step here rather than taken from ALE's own `life_loss_info`,
+whose final observations at a life loss were stale; at a game over ALE already reports the new
+game's lives, so a game over is never counted as a life loss too.
+
+The spec's `env` keys that are not SLM Lab's go to ale-py: `repeat_action_probability`,
+`frameskip`, `noop_max`, `use_fire_reset`, `full_action_space`, `continuous` (a Box of radius,
+angle and fire), `continuous_action_threshold`, `num_threads` (ALE's threads per session; 0: one
+per core), `img_height`/`img_width`, `stack_num`, `maxpool`, `max_num_frames_per_episode`, and
+`obs_type`: `grayscale` (the default) or `rgb` (84x84x3 frames). `obs_type: ram` (the 128 bytes
+of the console's memory, no frame stack) and rendering take a Gymnasium vector env of single
+`AtariEnv`s instead, as does `render` (a window needs the single env's renderer): the single env
+runs at frameskip 1 under Gymnasium's `AtariPreprocessing` and `FrameStackObservation`, which
+give the native env's observation layout.
+
+The emulators' state lives in native objects that cannot be saved: a resume restores everything
+else and restarts the games in progress (the session says so).
+"""
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import vector as vw
+
+from slm_lab.env.config import EnvConfig
+from slm_lab.env.gym_backend import GymVecEnv
+from slm_lab.lib.config import SpecError, did_you_mean
+
+REWARD_CLIP = (-1.0, 1.0)  # the training rewards' default range, as DQN's and ALE v5's
+# ale-py's native vector env options a spec may set (ALE's own reward clipping, episodic life
+# and life_loss_info are SLM Lab's clip_reward and life_loss_info instead)
+NATIVE_KEYS = {
+    "repeat_action_probability",
+    "frameskip",
+    "noop_max",
+    "use_fire_reset",
+    "full_action_space",
+    "continuous",
+    "continuous_action_threshold",
+    "num_threads",
+    "thread_affinity_offset",
+    "img_height",
+    "img_width",
+    "stack_num",
+    "maxpool",
+    "max_num_frames_per_episode",
+    "obs_type",
+}
+# what the single-env path (ram, render) takes: AtariEnv's arguments and AtariPreprocessing's
+SINGLE_ENV_KEYS = {
+    "repeat_action_probability",
+    "full_action_space",
+    "continuous",
+    "continuous_action_threshold",
+    "max_num_frames_per_episode",
+    "mode",
+    "difficulty",
+}
+OWN_KEYS = {  # ALE options SLM Lab sets itself, with what to use instead
+    "reward_clipping": "clip_reward (false: unclipped)",
+    "episodic_life": "life_loss_info",
+    "life_loss_info": "life_loss_info (SLM Lab's key, not ale-py's)",
+    "autoreset_mode": None,
+    "batch_size": None,
+    "render_mode": None,
+}
+OBS_TYPES = ("grayscale", "rgb", "ram")
+
+
+@functools.cache
+def _registered() -> None:
+    """Register ale-py's ids with Gymnasium (once; importing ale-py loads the emulator)."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+
+
+def _check(config: EnvConfig) -> None:
+    """SpecError for what ALE or SLM Lab would refuse later, or silently ignore."""
+    _registered()
+    try:
+        gym.spec(config.name)
+    except gym.error.Error:
+        games = [k for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5")]
+        raise SpecError(
+            f"env.name: {config.name!r} is not an ALE v5 game{did_you_mean(config.name, games)}"
+        ) from None
+    for key in config.kwargs:
+        if key in OWN_KEYS:
+            use = OWN_KEYS[key]
+            raise SpecError(
+                f"env.{key}: SLM Lab sets this ALE option itself"
+                + (f"; use env.{use}" if use else "")
+            )
+        if key not in NATIVE_KEYS | SINGLE_ENV_KEYS:
+            known = sorted(NATIVE_KEYS | SINGLE_ENV_KEYS | set(EnvConfig.keys()))
+            raise SpecError(
+                f"env.{key}: unknown key (not an SLM Lab env key, nor an option of ALE v5){did_you_mean(key, known)}"
+            )
+    obs_type = config.kwargs.get("obs_type", "grayscale")
+    if obs_type not in OBS_TYPES:
+        raise SpecError(f"env.obs_type: expected one of {', '.join(OBS_TYPES)}, got {obs_type!r}")
+    if config.action_repeat > 1:
+        raise SpecError(
+            "env.action_repeat: ALE repeats actions itself; set env.frameskip instead (4 by default)"
+        )
+    if config.normalize_obs or config.clip_obs is not None:
+        key = "normalize_obs" if config.normalize_obs else "clip_obs"
+        raise SpecError(
+            f"env.{key}: Atari frames are uint8 pixels, scaled by the net (agent.net.normalize: "
+            "true), not normalized by the env"
+        )
+
+
+def _native_kwargs(config: EnvConfig) -> dict[str, Any]:
+    kwargs = {k: v for k, v in config.kwargs.items() if k != "obs_type"}
+    if config.kwargs.get("obs_type") == "rgb":
+        kwargs["grayscale"] = False
+    if config.max_t is not None:
+        kwargs["max_num_frames_per_episode"] = config.max_t * kwargs.get("frameskip", 4)
+    return {**kwargs, "reward_clipping": False, "episodic_life": False, "life_loss_info": False}
+
+
+def _single_env(config: EnvConfig, render_mode: str | None) -> gym.Env:
+    """One ALE env as the native vector env gives it (frames) or its RAM, for render and ram."""
+    kw = config.kwargs
+    base = {k: v for k, v in kw.items() if k in SINGLE_ENV_KEYS}
+    frameskip = kw.get("frameskip", 4)
+    if config.max_t is not None:
+        base["max_num_frames_per_episode"] = config.max_t * frameskip
+    obs_type = kw.get("obs_type", "grayscale")
+    if obs_type == "ram":
+        env = gym.make(
+            config.name, obs_type="ram", frameskip=frameskip, render_mode=render_mode, **base
+        )
+        env = NoopReset(env, kw.get("noop_max", 30))
+        return FireReset(env) if kw.get("use_fire_reset", True) else env
+    env = gym.make(config.name, obs_type="rgb", frameskip=1, render_mode=render_mode, **base)
+    env = gym.wrappers.AtariPreprocessing(
+        env,
+        noop_max=kw.get("noop_max", 30),
+        frame_skip=frameskip,
+        screen_size=(kw.get("img_width", 84), kw.get("img_height", 84)),
+        grayscale_obs=obs_type == "grayscale",
+        grayscale_newaxis=False,
+        scale_obs=False,
+    )
+    if kw.get("use_fire_reset", True):
+        env = FireReset(env)
+    return gym.wrappers.FrameStackObservation(env, kw.get("stack_num", 4), padding_type="zero")
+
+
+class NoopReset(gym.Wrapper):
+    """Up to `noop_max` no-op actions after a reset, their number drawn uniformly (as
+    AtariPreprocessing does for frames; this is for the RAM observations it does not take)."""
+
+    def __init__(self, env: gym.Env, noop_max: int) -> None:
+        super().__init__(env)
+        self.noop_max = noop_max
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        for _ in range(int(self.np_random.integers(0, self.noop_max + 1))):
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE after a reset in the games that wait for it (as ale-py's native env does)."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        meanings = self.env.unwrapped.get_action_meanings()
+        if "FIRE" in meanings:
+            obs, _, terminated, truncated, info = self.env.step(meanings.index("FIRE"))
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+def _vector(config: EnvConfig, num_envs: int, render: bool) -> gym.vector.VectorEnv:
+    _check(config)
+    if render or config.kwargs.get("obs_type") == "ram":
+        make = functools.partial(_single_env, config, "human" if render else None)
+        vec = SyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+    else:
+        vec = gym.make_vec(
+            config.name,
+            num_envs,
+            vectorization_mode="vector_entry_point",
+            autoreset_mode=AutoresetMode.SAME_STEP,
+            **_native_kwargs(config),
+        )
+    if isinstance(vec.single_action_space, gym.spaces.Box):  # continuous: the agent's [-1, 1]
+        vec = vw.RescaleAction(vec, -1.0, 1.0)
+        vec = vw.TransformAction(vec, lambda a: np.asarray(a, dtype=np.float32), vec.action_space)
+    return vec
+
+
+def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
+    """(observation space, action space) of an ALE v5 env as a spec configures it."""
+    try:
+        vec = _vector(config, 1, render=False)
+    except TypeError as err:  # an option of the other path (e.g. img_height with obs_type ram)
+        raise SpecError(f"env: {config.name}: {err}") from None
+    try:
+        return vec.single_observation_space, vec.unwrapped.single_action_space
+    finally:
+        vec.close()
+
+
+class AtariVecEnv(GymVecEnv):
+    """`num_envs` ALE games stepped together (an EnvBackend); see the module docstring."""
+
+    def __init__(self, config: EnvConfig, *args: Any, **kwargs: Any) -> None:
+        self.life_loss_info = config.life_loss_info
+        self._lives: np.ndarray | None = None
+        super().__init__(config, *args, **kwargs)
+
+    def _vector_env(
+        self, config: EnvConfig, render: bool, seq_len: int | None
+    ) -> gym.vector.VectorEnv:
+        if seq_len:
+            raise SpecError(
+                "agent.net: a RecurrentNet on Atari frames is not supported; the frames come "
+                "stacked (env.stack_num): use a ConvNet"
+            )
+        return _vector(config, config.num_envs, render)
+
+    def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
+        return REWARD_CLIP if config.clip_reward is None else config.reward_clip
+
+    def _frame_stack(self, observation_space: gym.Space) -> int:
+        return 1 if len(observation_space.shape) == 1 else observation_space.shape[0]
+
+    def _started(self, info: dict[str, Any]) -> None:
+        self._lives = np.array(info["lives"])
+
+    def _terminals(
+        self, terminateds: np.ndarray, dones: np.ndarray, info: dict[str, Any]
+    ) -> np.ndarray:
+        lives = np.asarray(info["lives"])
+        lost = (lives < self._lives) & ~dones  # a game over shows the next game's lives
+        self._lives = lives.copy()
+        return terminateds | lost if self.life_loss_info else terminateds
+
+
+make = AtariVecEnv  # the backend module's constructor (see slm_lab.env.backend.BackendModule)
