@@ -78,6 +78,7 @@ OWN_KEYS = {  # ALE options SLM Lab sets itself, with what to use instead
     "batch_size": None,
     "render_mode": None,
 }
+ALE_SEEDS = 2**31  # ALE's seeds are int32: an env's seed + i stays below this
 OBS_TYPES = ("grayscale", "rgb", "ram")
 
 
@@ -248,6 +249,9 @@ class AtariVecEnv(GymVecEnv):
 
     def _frame_stack(self, observation_space: gym.Space) -> int:
         return 1 if len(observation_space.shape) == 1 else observation_space.shape[0]
+
+    def _env_seed(self, seed: int) -> int:
+        return seed % (ALE_SEEDS - self.info.num_envs)  # ALE takes int32 seeds
 
     def _started(self, info: dict[str, Any]) -> None:
         self._lives = np.array(info["lives"])

@@ -196,6 +196,10 @@ class GymVecEnv:
     def _frame_stack(self, observation_space: gym.Space) -> int:
         return 1
 
+    def _env_seed(self, seed: int) -> int:
+        """The seed the vector env takes (its sub-envs get seed + i)."""
+        return seed
+
     def _started(self, info: dict[str, Any]) -> None:
         """After a reset of every env, with the reset's info."""
 
@@ -211,7 +215,7 @@ class GymVecEnv:
         space; by default the sub-envs take the env's own seed and the action space goes on."""
         if seed is not None:
             self.vec.action_space.seed(seed)
-        obs, info = self.vec.reset(seed=self.seed if seed is None else seed)
+        obs, info = self.vec.reset(seed=self._env_seed(self.seed if seed is None else seed))
         self._started(info)
         self._obs = self.obs_norm(obs)
         return self._obs
@@ -305,7 +309,7 @@ class GymVecEnv:
             env_state.restore(self.vec, state["vec"])
             self._obs = env_state.decode(state["obs"])
             return True
-        obs, info = self.vec.reset(seed=self.seed + self.clock.frame)
+        obs, info = self.vec.reset(seed=self._env_seed(self.seed + self.clock.frame))
         self._started(info)
         for name, (items, maxlen) in state["episode_stats"]["queues"].items():
             setattr(self.stats, name, deque(items, maxlen=maxlen))
