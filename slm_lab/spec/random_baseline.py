@@ -2,6 +2,10 @@
 
 A table for the envs we ship specs for is computed by this module and committed
 (`python -m slm_lab.spec.random_baseline`); other envs are computed on first use and cached.
+Atari's ALE v5 games come from a second table, `_random_baseline_ale.json`: SLM Lab v5's
+published measurements (its `source` says how they were made), since a random game runs up to
+27k steps and the 104 games would take hours to measure here (`python -m
+slm_lab.spec.random_baseline --check-ale GAME...` measures some to compare).
 Keyed by env id plus what changes the task: extra gymnasium kwargs (e.g. `continuous`), the
 spec's `max_t` (episodes cut at that many steps) and `action_repeat` (each random action held
 that many steps, the rewards summed, as the training env does). The table holds the defaults
@@ -10,6 +14,7 @@ that many steps, the rewards summed, as the training env does). The table holds 
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,7 @@ from slm_lab.env.registry import backend_module
 from slm_lab.lib.config import parse
 
 TABLE_PATH = SPEC_DIR / "_random_baseline.json"
+ALE_TABLE_PATH = SPEC_DIR / "_random_baseline_ale.json"
 TABLE_EPISODES = 100
 CACHE_EPISODES = 20
 TABLE_ENVS: list[tuple[str, dict[str, Any]]] = [
@@ -94,6 +100,12 @@ def _read(path: Path) -> dict[str, float]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _table() -> dict[str, float]:
+    """The committed baselines: ours, then ALE v5's means (keyed by game id, default settings)."""
+    ale = json.loads(ALE_TABLE_PATH.read_text())["games"]
+    return {**{k: v["mean"] for k, v in ale.items()}, **_read(TABLE_PATH)}
+
+
 def get(
     name: str,
     kwargs: dict[str, Any] | None = None,
@@ -101,7 +113,7 @@ def get(
     action_repeat: int = 1,
 ) -> float:
     key = baseline_key(name, kwargs or {}, max_t, action_repeat)
-    table = _read(TABLE_PATH)
+    table = _table()
     if key in table:
         return table[key]
     path = cache_path()
@@ -118,7 +130,23 @@ def get(
     return cache[key]
 
 
+def check_ale(games: list[str], episodes: int = TABLE_EPISODES) -> None:
+    """Measure games' random baselines here and print them beside the ALE table's."""
+    table = json.loads(ALE_TABLE_PATH.read_text())["games"]
+    for game in games:
+        name = f"ALE/{game}-v5"
+        ours = compute(name, {}, episodes)
+        ref = table[name]
+        print(
+            f"{name}: here {ours:.2f} ({episodes} episodes), table {ref['mean']:.2f} ± {ref['std']:.2f}",
+            flush=True,
+        )
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--check-ale"]:
+        check_ale(sys.argv[2:])
+        sys.exit()
     table = {baseline_key(n, kw): compute(n, kw, TABLE_EPISODES) for n, kw in TABLE_ENVS}
     TABLE_PATH.write_text(json.dumps(table, indent=2) + "\n")
     print(json.dumps(table, indent=2))
