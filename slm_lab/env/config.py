@@ -13,7 +13,7 @@ class EnvConfig(Config):
     DEPRECATED = {"frame_op": None, "frame_op_len": None}
 
     name: str = key(
-        doc="a Gymnasium env id; `module:EnvId` imports `module` (your package) first",
+        doc="a Gymnasium env id or ALE/<Game>-v5; `module:EnvId` imports `module` (your package) first",
         required=True,
     )
     max_frame: int = key(
@@ -29,11 +29,14 @@ class EnvConfig(Config):
         None, "clip (normalized) observations to [-clip_obs, clip_obs]", gt=0
     )
     clip_reward: float | list[float] | bool | None = key(
-        None, "clip the rewards the agent learns from: c for [-c, c], or [lo, hi]; false: off"
+        None,
+        "clip the rewards the agent learns from: c for [-c, c], or [lo, hi]; false: off (Atari: 1 unless set)",
     )
     reward_scale: float | None = key(None, "multiply the rewards the agent learns from", gt=0)
     action_repeat: int = key(1, "repeat each action this many env steps, summing rewards", gt=0)
-    life_loss_info: bool = key(False, "Atari: an episode's life loss ends it for training")
+    life_loss_info: bool = key(
+        False, "Atari: a lost life is a terminal for training (the game and its score go on)"
+    )
     vectorization_mode: Literal["sync", "async"] = key(
         "sync", "sync: envs step in the session's process; async: one process each"
     )
