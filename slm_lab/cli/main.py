@@ -204,6 +204,13 @@ def run(
         int, typer.Option(help="episodes to replay in enjoy mode")
     ] = ENJOY_EPISODES,
     session: Annotated[int, typer.Option(help="the session enjoy replays")] = 0,
+    upload_hf: Annotated[
+        bool,
+        typer.Option(
+            "--upload-hf",
+            help="when the run (or search) ends, push its folder to the Hugging Face dataset repo HF_REPO (as slm-lab push)",
+        ),
+    ] = False,
 ) -> None:
     """Train (dev: 1 session; train: max_session seeds in parallel), replay (enjoy@) or resume (train@) a spec."""
     from slm_lab.experiment import record
@@ -256,13 +263,15 @@ def run(
             root = None
     except SpecError as e:
         _fail(str(e))
+    if upload_hf:
+        _check_upload(base)
 
     if base == "search":
-        _search(spec, info, root, log_level)
+        _search(spec, info, root, log_level, upload_hf)
     elif base == "enjoy":
         _enjoy(spec, info, root, episodes, render, session)
     else:
-        _train(spec, info, root, mode, max_frame, render, log_level)
+        _train(spec, info, root, mode, max_frame, render, log_level, upload_hf)
 
 
 def _check_continue(
@@ -298,8 +307,10 @@ def _train(
     max_frame: float | None,
     render: bool,
     log_level: str,
+    upload_hf: bool,
 ) -> None:
-    """A new run (`root` None) or the run in `root` continued (extended to `max_frame`)."""
+    """A new run (`root` None) or the run in `root` continued (extended to `max_frame`); with
+    `upload_hf`, its folder pushed to the Hub once it completes."""
     from slm_lab.experiment import record
     from slm_lab.experiment.layout import RunLayout
     from slm_lab.lib import logger as log_setup
@@ -359,6 +370,8 @@ def _train(
     if trial.eval_metrics is not None:
         typer.echo(f"trial_metrics_eval: {format_metrics(trial.eval_metrics)}")
     typer.echo(f"run folder: {layout.root}")
+    if upload_hf:
+        _upload(layout.root)
 
 
 def _enjoy(
@@ -376,9 +389,12 @@ def _enjoy(
     )
 
 
-def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: str) -> None:
+def _search(
+    spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: str, upload_hf: bool
+) -> None:
     """Run a new search (`search_dir` None) or resume the one in `search_dir`; prints the best
-    trials and the command that validates the best one."""
+    trials and the command that validates the best one; with `upload_hf`, pushes the search
+    folder (its trials' run folders inside) once it completes."""
     from slm_lab.experiment import (
         ray_cluster,  # Ray: after the input is known to be good
         record,
@@ -424,6 +440,8 @@ def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: s
         if started:
             ray_cluster.stop_ray()
     _print_summary(summary, spec.name, layout.root)
+    if upload_hf:
+        _upload(layout.root)
 
 
 def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
@@ -511,6 +529,120 @@ def check(
         typer.echo(f"ok: {name}" + (f" (template: run it with {needs})" if missing else ""))
     if failed:
         raise typer.Exit(2)
+
+
+# -- sharing run folders through a Hugging Face dataset repo (slm_lab.lib.hub, torch-free) ------
+def _check_upload(base: str) -> None:
+    """--upload-hf: refused before the run when the push at its end could not happen."""
+    from slm_lab.lib import hub
+
+    if base == "enjoy":
+        _fail(
+            "--upload-hf pushes a run folder when a dev, train or search run ends; enjoy@ makes none"
+        )
+    try:
+        hub.check_push()
+    except hub.HubSetupError as e:
+        _fail(f"--upload-hf: {e}")
+    except hub.HubError as e:
+        _fail(f"--upload-hf: {e}", 1)
+
+
+def _upload(root: Path) -> None:
+    from slm_lab.lib import hub
+
+    try:
+        url = hub.push(root)
+    except hub.HubError as e:
+        _fail(
+            f"{e} (the run is complete in {root}; push it later with: uv run slm-lab push {root})",
+            1,
+        )
+    typer.echo(f"pushed {root} to {hub.repo_id()}: {url}")
+
+
+def _hub_fail(error: Exception) -> NoReturn:
+    from slm_lab.lib import hub
+
+    _fail(str(error), 2 if isinstance(error, hub.HubSetupError) else 1)
+
+
+PATTERN_HELP = "a run folder name or part of one (substring), or a glob over the whole name (with * ? [), e.g. ppo_cartpole or 'ppo_*_2025_06_*'; a leading data/ is ignored"
+
+
+@app.command()
+def push(
+    run_dir: Annotated[
+        Path,
+        typer.Argument(help="the run (or search) folder, e.g. data/ppo_cartpole_2025_06_01_120000"),
+    ],
+) -> None:
+    """Upload a run folder to data/<its name>/ in the Hugging Face dataset repo HF_REPO (token:
+    HF_TOKEN, else hf auth login), less the full training state (*_ckpt-latest_state.pt)."""
+    from slm_lab.experiment.layout import is_run_dir, is_search_dir
+    from slm_lab.lib import hub
+
+    if not (is_run_dir(run_dir) or is_search_dir(run_dir)):
+        _fail(
+            f"{run_dir}: not a run folder (expected a folder made by slm-lab run, with <spec_name>_spec.json and info/)"
+        )
+    try:
+        url = hub.push(run_dir)
+        repo = hub.repo_id()
+    except hub.HubError as e:
+        _hub_fail(e)
+    typer.echo(f"pushed {run_dir} to {repo}: {url}")
+
+
+@app.command("list")
+def list_(
+    pattern: Annotated[str, typer.Argument(help=f"{PATTERN_HELP} (default: all)")] = "",
+) -> None:
+    """List the run folders in the Hugging Face dataset repo HF_REPO (its data/<folder>), one per line."""
+    from slm_lab.lib import hub
+
+    try:
+        repo, names = hub.list_runs(pattern)
+    except hub.HubError as e:
+        _hub_fail(e)
+    for name in names:
+        typer.echo(name)
+    if not names:
+        typer.echo(
+            f"no run folder in {repo}" + (f" matches {pattern!r}" if pattern else ""), err=True
+        )
+
+
+@app.command()
+def pull(
+    pattern: Annotated[str, typer.Argument(help=PATTERN_HELP)],
+    list_only: Annotated[
+        bool, typer.Option("--list", help="show the matching folders, download nothing")
+    ] = False,
+    data_dir: Annotated[Path, typer.Option(help="where the run folders go")] = Path("data"),
+) -> None:
+    """Download the run folders of the Hugging Face dataset repo HF_REPO that match a pattern
+    into data/; a folder already there is skipped, not overwritten."""
+    from slm_lab.lib import hub
+
+    try:
+        repo, names = hub.list_runs(pattern)
+        if not names:
+            _fail(f"no run folder in {repo} matches {pattern!r} (see: uv run slm-lab list)", 1)
+        present = [n for n in names if (data_dir / n).exists()]
+        if list_only:
+            for name in names:
+                typer.echo(name + (f" (already in {data_dir / name})" if name in present else ""))
+            return
+        for name in present:
+            typer.echo(f"skip {name}: already in {data_dir / name}")
+        missing = [n for n in names if n not in present]
+        if missing:
+            hub.pull(missing, data_dir)
+    except hub.HubError as e:
+        _hub_fail(e)
+    for name in missing:
+        typer.echo(f"pulled {name} -> {data_dir / name}")
 
 
 if __name__ == "__main__":

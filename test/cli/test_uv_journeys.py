@@ -1,6 +1,6 @@
 """The README's commands as a user types them, `uv run slm-lab ...` from the repository root:
 check a spec, a dev run, its replay, its resume-and-extend, a mistake's one line, a quiet run and
-TensorBoard on it. (train and search through uv, stopped by a signal to their process group, are
+TensorBoard on it, sharing runs through a Hugging Face dataset repo (a stand-in Hub). (train and search through uv, stopped by a signal to their process group, are
 in test_bench.py and test_search.py.)"""
 
 import os
@@ -16,6 +16,7 @@ from conftest import (
     run_dirs,
     write_spec_file,
 )
+from hub_server import HubState, Repo, fake_run, folder_files, shared, stand_in
 
 from slm_lab import ROOT_DIR
 
@@ -100,3 +101,44 @@ def test_readme_quiet_run_and_its_tensorboard(two_session_run: ConsoleRun) -> No
     for session in (0, 1):
         assert f"Event statistics for {logdir}/ppo_cartpole_t0_s{session}:" in out
     assert "total_reward_ma" in out
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """The modules a process imported, from its PYTHONPROFILEIMPORTTIME lines."""
+    prefix = "import time:"
+    return {
+        line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith(prefix)
+    }
+
+
+@pytest.mark.subprocess
+def test_push_list_pull_through_uv_run_without_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the README shares runs, against the stand-in Hub; none of the three loads torch."""
+    repo, token = "me/slm-lab-runs", "hf_" + "UvJourneyToken" * 2 + "004200"
+    state = HubState(tokens={token})
+    state.repos[repo] = Repo()
+    files = fake_run(tmp_path / "data", "ppo_cartpole")
+    [run_dir] = run_dirs(tmp_path / "data")
+    other = tmp_path / "other"
+    with stand_in(state, tmp_path / "hf_home", monkeypatch):
+        for key, value in {
+            "HF_REPO": repo,
+            "HF_TOKEN": token,
+            "PYTHONPROFILEIMPORTTIME": "1",
+        }.items():
+            monkeypatch.setenv(key, value)
+        pushed = uv_slm_lab("push", str(run_dir))
+        listed = uv_slm_lab("list", "ppo")
+        pulled = uv_slm_lab("pull", "ppo_cartpole_2025", "--data-dir", str(other))
+    for proc in (pushed, listed, pulled):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        modules = imported_modules(proc.stderr)
+        assert "huggingface_hub" in modules
+        assert not {m for m in modules if m.split(".")[0] == "torch"}, proc.args
+        assert token not in proc.stdout + proc.stderr
+    assert pushed.stdout.startswith(f"pushed {run_dir} to {repo}: http://127.0.0.1:")
+    assert listed.stdout == f"{run_dir.name}\n"
+    assert pulled.stdout == f"pulled {run_dir.name} -> {other / run_dir.name}\n"
+    assert folder_files(other / run_dir.name) == shared(files)
