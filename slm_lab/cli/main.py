@@ -645,5 +645,89 @@ def pull(
         typer.echo(f"pulled {name} -> {data_dir / name}")
 
 
+@app.command("plot")
+def plot_runs(
+    folders: Annotated[
+        str,
+        typer.Option(
+            "--folders",
+            "-f",
+            help="run folders to compare, comma-separated: paths, or folder names in --data-dir; a search folder draws each trial; SLM Lab v5 run folders too",
+        ),
+    ],
+    title: Annotated[
+        str | None,
+        typer.Option(
+            "--title", "-t", help="the graph's title, which names its file (default: the env)"
+        ),
+    ] = None,
+    legends: Annotated[
+        str | None,
+        typer.Option(
+            "--legends",
+            "-l",
+            help="legend labels, comma-separated, one per folder (default: the spec names)",
+        ),
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="where the PNG goes")] = Path(
+        "docs/plots"
+    ),
+    data_dir: Annotated[Path, typer.Option(help="where to look for a folder given by name")] = Path(
+        "data"
+    ),
+) -> None:
+    """Compare runs in one graph: each trial's total_reward_ma over frames, mean ± std over its
+    sessions, one colour per algorithm."""
+    from slm_lab.experiment import plot
+    from slm_lab.experiment.analysis import counted
+
+    names = [f.strip() for f in folders.split(",") if f.strip()]
+    labels = [label.strip() for label in legends.split(",")] if legends is not None else None
+    try:
+        if not names:
+            raise plot.PlotError("--folders: no folder given (e.g. -f data/run_a,data/run_b)")
+        if labels is not None and len(labels) != len(names):
+            raise plot.PlotError(
+                f"--legends: {counted(len(labels), 'label')} for {counted(len(names), 'folder')}; give one per folder"
+            )
+        paths = [plot.find_folder(name, data_dir) for name in names]
+        curves = [
+            curve
+            for i, path in enumerate(paths)
+            for curve in plot.read_curves(path, labels[i] if labels else None)
+        ]
+        title = title or plot.default_title(curves)
+        path = output / plot.file_name(title)
+    except plot.PlotError as e:
+        _fail(str(e))
+    plot.draw(curves, title, path)
+    for curve in curves:
+        typer.echo(plot.curve_line(curve))
+    typer.echo(f"plot: {path}")
+
+
+@app.command("plot-list")
+def plot_list(
+    data_dir: Annotated[Path, typer.Argument(help="where the run folders are")] = Path("data"),
+) -> None:
+    """List the run folders there are to plot; * marks those with trial metrics (a trial that
+    ended)."""
+    from slm_lab.experiment import plot
+    from slm_lab.experiment.analysis import counted
+
+    try:
+        entries = plot.list_runs(data_dir)
+    except plot.PlotError as e:
+        _fail(str(e))
+    if not entries:
+        typer.echo(f"no run folders in {data_dir}")
+        return
+    for e in entries:
+        kind = f"search: {counted(e.trial_metrics, 'trial')} ended" if e.search else "run"
+        mark = "*" if e.trial_metrics else " "
+        typer.echo(f"{mark} {e.name} | {e.algorithm} | {e.env} | {kind}")
+    typer.echo("* = has trial metrics (a trial ended); every run folder with rows can be plotted")
+
+
 if __name__ == "__main__":
     app()

@@ -26,7 +26,7 @@ import json
 import math
 import shutil
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,9 @@ CLOCK_COLUMNS = (*COUNTER_COLUMNS, "wall_t", "fps")  # not graphed over frames
 # the columns a progress line too narrow for all keeps first; then the algorithm's, then the clock
 PROGRESS_FIRST = ("frame", "total_reward_ma", "total_reward", "loss", "fps")
 PROGRESS_SEP = " | "
-LOG_SCALE_DECADES = 2  # a positive loss spanning more decades than this is graphed on a log scale
+MA_WINDOW = 100  # total_reward_ma: the mean of total_reward over this many checkpoint rows
+LOG_SCALE_DECADES = 2  # a loss whose sizes span this many decades or more is graphed on a log scale
+SMALL_SIZES = 0.1  # the share of a loss's smallest sizes that does not decide its span
 ONE_COLUMN_PANELS = 4  # more panels than this under the returns go into two columns
 PANEL_WIDTH, PANEL_HEIGHT = 8.0, 2.5  # inches
 # a value of another column (a loss, lr, entropy, ...) prints as .3g within [min, max), else .2e
@@ -165,7 +167,7 @@ def aligned(tables: Sequence[Table], name: str) -> tuple[np.ndarray, np.ndarray]
     return common, values
 
 
-def _nan_stats(values: np.ndarray, ddof: int) -> tuple[np.ndarray, np.ndarray]:
+def nan_stats(values: np.ndarray, ddof: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row: mean and std over the values that are not NaN (NaN where there are too few)."""
     with warnings.catch_warnings():  # all-NaN rows and rows of one value give NaN, as intended
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -177,13 +179,13 @@ def consistency(tables: Sequence[Table], baseline: float) -> float:
         return math.nan
     _, returns = aligned(tables, "total_reward")
     # a session without a return yet is left out of that checkpoint's terms
-    mean, std = _nan_stats(returns - baseline, ddof=1)
+    mean, std = nan_stats(returns - baseline, ddof=1)
     return 1 - 2 * _ratio(np.nansum(std), np.nansum(mean))
 
 
 def trial_metrics(tables: Sequence[Table], baseline: float) -> dict[str, float]:
     per_session = [session_metrics(t, baseline) for t in tables]
-    means, _ = _nan_stats(
+    means, _ = nan_stats(
         np.array([[m[k] for m in per_session] for k in ("total_reward_ma", *SESSION_METRICS)]),
         ddof=0,
     )  # a session's NaN is skipped
@@ -318,21 +320,40 @@ def _save(fig: Any, path: Path) -> None:
     io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
 
 
-def session_panels(table: Table) -> list[tuple[str, bool]]:
-    """The session graph's panels under the returns, as (column, log scale): every column but
+def small_size(values: np.ndarray) -> float:
+    """The size |v| the lowest SMALL_SIZES of the nonzero values' sizes are under (NaN if
+    none): the bottom of a loss's range, which a few values near zero (a loss crossing zero)
+    do not pull down."""
+    sizes = np.abs(values[(values != 0) & ~np.isnan(values)])
+    return float(np.quantile(sizes, SMALL_SIZES, method="lower")) if sizes.size else math.nan
+
+
+def loss_scale(values: np.ndarray) -> str:
+    """The y scale of a loss panel: `log` when the values are positive and span
+    LOG_SCALE_DECADES decades or more from `small_size` to the largest (a loss falling from
+    100 to 0.5 is a flat line at 0 on a linear scale), `symlog` when their sizes span as much
+    but some are <= 0 (log cannot show them; linear under `small_size`), else `linear`. NaN
+    (not measured yet) is left out."""
+    values = values[~np.isnan(values)]
+    lo = small_size(values)
+    if math.isnan(lo) or np.abs(values).max() < lo * 10**LOG_SCALE_DECADES:
+        return "linear"
+    return "log" if (values > 0).all() else "symlog"
+
+
+def session_panels(table: Table) -> list[tuple[str, str]]:
+    """The session graph's panels under the returns, as (column, y scale): every column but
     the clock and the returns that has values and changes (a constant, such as an unscheduled
-    lr, says nothing over frames). A loss is on a log scale when it is positive and spans more
-    than LOG_SCALE_DECADES decades."""
+    lr, says nothing over frames). A loss's scale is `loss_scale`'s, the others' linear."""
     panels = []
     for c in table:
         values = column(table, c)
         values = values[~np.isnan(values)]
         if c in CLOCK_COLUMNS or c in RETURN_COLUMNS or values.size == 0:
             continue
-        lo, hi = values.min(), values.max()
-        if lo == hi:
+        if values.min() == values.max():
             continue
-        panels.append((c, c.endswith("loss") and lo > 0 and hi / lo > 10**LOG_SCALE_DECADES))
+        panels.append((c, loss_scale(values) if c.endswith("loss") else "linear"))
     return panels
 
 
@@ -350,12 +371,15 @@ def plot_session(table: Table, title: str, path: Path) -> None:
     top.plot(frames, column(table, "total_reward_ma"), label="total_reward_ma")
     top.legend()
     top.set_title(title)
-    for i, (c, log_scale) in enumerate(panels):
+    for i, (c, scale) in enumerate(panels):
         ax = fig.add_subplot(grid[1 + i // cols, i % cols], sharex=top)
-        ax.plot(frames, column(table, c))
+        values = column(table, c)
+        ax.plot(frames, values)
         ax.set_ylabel(c)
-        if log_scale:
-            ax.set_yscale("log")
+        if scale == "symlog":
+            ax.set_yscale(scale, linthresh=small_size(values))
+        elif scale == "log":
+            ax.set_yscale(scale)
         if i + cols >= len(panels):  # the lowest panel of its column
             ax.set_xlabel("frame")
     if not panels:
@@ -363,13 +387,20 @@ def plot_session(table: Table, title: str, path: Path) -> None:
     _save(fig, path)
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 session`, `2 sessions`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def plot_trial(tables: Sequence[Table], title: str, path: Path) -> None:
+    """total_reward and total_reward_ma over frames: the mean over the sessions, with a band of
+    their sample std (none for one session), as `slm-lab plot` draws a trial."""
     fig = _figure(PANEL_WIDTH, 7)
     axes = fig.subplots(2, 1, sharex=True)
     for ax, col in zip(axes, ("total_reward", "total_reward_ma"), strict=True):
         frames, values = aligned(tables, col)
-        mean, std = _nan_stats(values, ddof=0)
-        ax.plot(frames, mean, label=f"mean of {len(tables)} sessions")
+        mean, std = nan_stats(values, ddof=1)
+        ax.plot(frames, mean, label=f"mean ± std over {counted(len(tables), 'session')}")
         ax.fill_between(frames, mean - std, mean + std, alpha=0.25)
         ax.set_ylabel(col)
         ax.legend()
@@ -379,12 +410,17 @@ def plot_trial(tables: Sequence[Table], title: str, path: Path) -> None:
 
 
 def plot_experiment(
-    trials: Sequence[Mapping[str, Any]], variables: Sequence[str], status_key: str, path: Path
+    trials: Sequence[Mapping[str, Any]],
+    variables: Sequence[str],
+    status_key: str,
+    path: Path,
+    log_variables: Collection[str] = (),
 ) -> None:
     """A search's graph: one panel per searched variable, total_reward_ma of each trial against
     the variable's value, trials coloured by their status's first word (completed, stopped,
     errored: an errored trial has no metric to place). A variable whose values are not all
-    numbers (a choice of lists, names, null) gets one tick per distinct value."""
+    numbers (a choice of lists, names, null) gets one tick per distinct value; one drawn from a
+    log distribution (`log_variables`: loguniform, lograndint, ...) a log axis."""
     fig = _figure(PANEL_WIDTH, 3 * len(variables))
     axes = np.atleast_1d(fig.subplots(len(variables), 1))
     statuses = sorted({str(t[status_key]).split()[0] for t in trials})
@@ -398,6 +434,8 @@ def plot_experiment(
             ax.scatter(xs, [t["total_reward_ma"] for t in mine], label=status, alpha=0.8)
         if not numeric:
             ax.set_xticks(range(len(labels)), labels)
+        elif var in log_variables:
+            ax.set_xscale("log")
         ax.set_xlabel(var)
         ax.set_ylabel("total_reward_ma")
         ax.legend()

@@ -26,7 +26,7 @@ Row = dict[str, float]
 class MetricsTracker:
     """Builds one metrics row per checkpoint (see the README, "Metrics") and keeps them."""
 
-    MA_WINDOW = 100  # total_reward_ma: mean of total_reward over this many checkpoint rows
+    MA_WINDOW = analysis.MA_WINDOW
 
     def __init__(self, clock: Clock, env: EnvBackend, agent: Agent) -> None:
         self.clock = clock

@@ -49,7 +49,7 @@ from slm_lab.experiment.search_trial import (
 from slm_lab.lib import io
 from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
-from slm_lab.spec.search_space import SearchParam, quantize
+from slm_lab.spec.search_space import LOG_DISTS, SearchParam, quantize
 
 KEEP_MODELS = 3  # trials that keep their model files, by total_reward_ma
 TOP_TRIALS = 5  # rows of the closing table
@@ -361,6 +361,7 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
         paths,
         "status",
         layout.experiment_graph,
+        [p.path for p in spec.search if p.dist in LOG_DISTS],
     )
     completed = [t for t in trials if t["status"] == COMPLETED and not math.isnan(t[METRIC])]
     best = max(completed, key=lambda t: t[METRIC], default=None)

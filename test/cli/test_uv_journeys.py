@@ -142,3 +142,26 @@ def test_push_list_pull_through_uv_run_without_torch(
     assert listed.stdout == f"{run_dir.name}\n"
     assert pulled.stdout == f"pulled {run_dir.name} -> {other / run_dir.name}\n"
     assert folder_files(other / run_dir.name) == shared(files)
+
+
+@pytest.mark.cli
+@pytest.mark.subprocess
+def test_plot_a_run_beside_slm_lab_v5s_published_one_through_uv_run(
+    two_session_run: ConsoleRun, tmp_path: Path
+) -> None:
+    """`uv run slm-lab plot`, as the README has it, of the shared run and a run folder in SLM
+    Lab v5's format (test/fixtures/README.md): one PNG named by the title."""
+    v5_run = ROOT_DIR / "test" / "fixtures" / "v5_run" / "ppo_cartpole_2026_01_11_100728"
+    folders = f"{two_session_run.run_dir},{v5_run}"
+    out = tmp_path / "plots"
+    plotted = uv_slm_lab(
+        "plot", "-t", "CartPole-v1 ours vs v5", "-f", folders, "-l", "ours,v5", "-o", str(out)
+    )
+    assert plotted.returncode == 0, plotted.stderr[-3000:]
+    png = out / "CartPole-v1_ours_vs_v5.png"
+    lines = plotted.stdout.splitlines()
+    assert lines[0].startswith("ours (PPO, CartPole-v1): 2 sessions | frame:400 | total_reward_ma:")
+    assert lines[1].startswith("v5 (PPO, CartPole-v1): 2 sessions | frame:100000 | ")
+    assert lines[2:] == [f"plot: {png}"]
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
+    assert "uv run slm-lab plot -t CartPole-v1 -f " in (ROOT_DIR / "README.md").read_text()

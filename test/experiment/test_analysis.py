@@ -1,21 +1,26 @@
 """Session and trial metrics on tiny hand-built dataframes, worked by hand with SLM Lab v5's
 formulas (slm_lab/experiment/analysis.py upstream); the progress line's format; the session
-graph's panels."""
+graph's panels and scales, the trial and experiment graphs' labels and axes."""
 
 import math
 import struct
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from slm_lab.experiment import analysis
 from slm_lab.experiment.analysis import (
     consistency,
     format_duration,
     format_metrics,
+    loss_scale,
+    plot_experiment,
     plot_session,
+    plot_trial,
     progress_line,
     session_metrics,
     session_panels,
@@ -289,22 +294,82 @@ def table(**columns: list[float]) -> dict[str, np.ndarray]:
     return {k: np.array(v, dtype=float) for k, v in {**CLOCK, **columns}.items()}
 
 
-def test_session_panels_pick_changing_columns_and_log_scale_wide_positive_losses() -> None:
+def test_session_panels_pick_changing_columns_and_log_scale_losses_spanning_decades() -> None:
     t = table(
         loss=[100.0, 1.0, 0.5],  # positive, 200x: log
-        policy_loss=[-0.1, 0.2, 0.1],  # not positive: linear
-        actor_loss=[1.0, 100.0, 10.0],  # exactly two decades: linear
-        value_loss=[0.0, 1e3, 1e-2],  # a zero: linear
+        policy_loss=[-0.1, 0.2, 0.1],  # sizes within 2x: linear
+        actor_loss=[1.0, 100.0, 10.0],  # exactly two decades: log
+        value_loss=[0.0, 1e3, 1e-2],  # five decades and a zero: symlog
         q_mean=[NAN, 1.0, 1e4],  # wide but not a loss: linear; its NaN (not measured yet) skipped
         alpha_loss=[NAN, NAN, NAN],  # never measured: no panel
         lr=[1e-3, 1e-3, 1e-3],  # constant: no panel
     )
     assert session_panels(t) == [
-        ("loss", True),
-        ("policy_loss", False),
-        ("actor_loss", False),
-        ("value_loss", False),
-        ("q_mean", False),
+        ("loss", "log"),
+        ("policy_loss", "linear"),
+        ("actor_loss", "log"),
+        ("value_loss", "symlog"),
+        ("q_mean", "linear"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("values", "scale"),
+    [
+        ([5.0, 0.05], "log"),  # two decades
+        ([5.0, 0.0501], "linear"),  # just under two decades
+        ([1e3, 1.0, 1e-3, NAN], "log"),  # NaN (not measured yet) left out
+        ([1e3, 0.0, 1e-3], "symlog"),  # a zero, which log cannot show
+        ([-50.0, -0.1], "symlog"),  # negative sizes over 2.7 decades (a SAC actor loss)
+        ([-1.0, 1.0, 0.5], "linear"),  # crosses zero within one decade
+        ([0.0, 0.0], "linear"),  # no size to span
+        # a loss crossing zero: its few sizes near 0 (under the lowest tenth) do not count
+        ([1e-6, *np.linspace(-1.0, 1.0, 20)], "linear"),
+        ([NAN], "linear"),
+    ],
+)
+def test_loss_scale_is_log_over_two_decades_and_symlog_with_values_at_or_below_zero(
+    values: list[float], scale: str
+) -> None:
+    assert loss_scale(np.array(values)) == scale
+
+
+@pytest.fixture
+def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures the graphs draw, instead of their PNGs."""
+    drawn: list[Any] = []
+    monkeypatch.setattr(analysis, "_save", lambda fig, path: drawn.append(fig))
+    return drawn
+
+
+def test_session_graph_sets_each_panels_scale(figures: list[Any]) -> None:
+    plot_session(table(loss=[100.0, 1.0, 0.5], value_loss=[0.0, 1e3, 1e-2]), "t", Path("x"))
+    [fig] = figures
+    _, loss_ax, value_ax = fig.axes
+    assert (loss_ax.get_yscale(), value_ax.get_yscale()) == ("log", "symlog")
+    assert value_ax.yaxis.get_transform().linthresh == 1e-2  # linear under the smallest size
+
+
+@pytest.mark.parametrize(("sessions", "label"), [(1, "1 session"), (3, "3 sessions")])
+def test_trial_graph_band_says_mean_and_std_over_the_sessions(
+    figures: list[Any], sessions: int, label: str
+) -> None:
+    plot_trial([table()] * sessions, "t", Path("x"))
+    [fig] = figures
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"mean ± std over {label}"]
+
+
+def test_experiment_graph_puts_log_distributed_values_on_log_axes(figures: list[Any]) -> None:
+    trials = [
+        {"lr": 1e-4, "gamma": 0.9, "total_reward_ma": 10.0, "status": "completed"},
+        {"lr": 1e-2, "gamma": 0.99, "total_reward_ma": 20.0, "status": "completed"},
+    ]
+    plot_experiment(trials, ["lr", "gamma"], "status", Path("x"), log_variables=["lr"])
+    [fig] = figures
+    assert [(ax.get_xlabel(), ax.get_xscale()) for ax in fig.axes] == [
+        ("lr", "log"),
+        ("gamma", "linear"),
     ]
 
 

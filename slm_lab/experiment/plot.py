@@ -1,0 +1,335 @@
+"""Runs side by side: `slm-lab plot` draws the learning curves of several run folders in one
+PNG, `slm-lab plot-list` lists the run folders there are to draw.
+
+A curve is one trial's total_reward_ma against frames: at each checkpoint frame, the mean over
+the trial's sessions and their sample std (ddof 1, as SLM Lab v5's graphs and `consistency`
+take it; a session without a return yet is left out). Two run folder formats are read:
+- ours: `info/<name>_t<i>_s<j>_session_df.csv`, a row per checkpoint with its total_reward_ma,
+  at the frames every session of the trial has;
+- SLM Lab v5's, as its Hugging Face dataset publishes run folders:
+  `info/<name>_t<i>_trial_metrics.json`, whose `local` (v5's `analysis.calc_trial_metrics`)
+  holds `mean_returns`, each session's total_reward per checkpoint, and `frames`, the first
+  session's checkpoint frames; total_reward_ma is their mean over the last MA_WINDOW
+  checkpoints (v5's `viz.calc_sr_ma`, our total_reward_ma), the sessions cut to the shortest
+  (v5's `util.calc_srs_mean_std`).
+A search gives a curve per trial: ours keeps each trial in a run folder of its own inside the
+search folder, v5 keeps them all in one info/.
+
+A curve's colour is its algorithm's (`ALGORITHM_COLORS`), the same in every graph; a second run
+of the same algorithm in one graph gets a shade of it and another line style.
+
+Only numpy and SLM Lab's torch-free modules load with it; matplotlib loads to draw.
+"""
+
+import json
+import math
+import re
+import zlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slm_lab.experiment import analysis
+from slm_lab.experiment.analysis import MA_WINDOW, aligned, counted, nan_stats
+from slm_lab.experiment.layout import is_run_dir, is_search_dir, run_spec_path
+from slm_lab.lib import io
+
+METRIC = "total_reward_ma"
+# ours: a session's rows; v5: a trial's metrics with its curves in `local` (ours: scalars only)
+SESSION_DF = re.compile(r"_t(\d+)_s(\d+)_session_df\.csv$")
+TRIAL_METRICS = re.compile(r"_t(\d+)_trial_metrics\.json$")
+V5_LOCAL_KEYS = ("mean_returns", "frames")
+
+# an algorithm's colour in every graph (the spec's agent.algorithm.name): families in one hue
+ALGORITHM_COLORS = {
+    "Random": "#7f7f7f",  # grey
+    "Reinforce": "#bcbd22",  # olive
+    "SARSA": "#8c564b",  # brown
+    "VanillaDQN": "#17becf",  # cyan: value-based in cyan and green
+    "DQN": "#1a9988",
+    "DoubleDQN": "#2ca02c",
+    "ActorCritic": "#1f77b4",  # blue: actor-critics in blue and purple
+    "SIL": "#6baed6",
+    "PPO": "#9467bd",
+    "PPOSIL": "#e377c2",
+    "SoftActorCritic": "#d62728",  # red: off-policy maximum entropy
+    "CrossQ": "#ff7f0e",
+}
+# an algorithm not above (a v5 one, a user's): one of these, by a hash of its name
+OTHER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
+LINE_STYLES = ("-", "--", ":", "-.")
+SHADE_STEP = 0.3  # how far each further run of an algorithm moves its colour to black or white
+MAX_SHADE = 0.75
+FIGURE_SIZE = (9.0, 5.5)  # inches
+DPI = 120
+BAND_ALPHA = 0.2
+GRID_ALPHA = 0.3
+FILE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")  # what else a title has becomes `_`
+
+
+class PlotError(ValueError):
+    """A folder or option `plot` cannot use: one line for the user."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One trial's total_reward_ma over `sessions` sessions: mean and sample std per frame."""
+
+    label: str
+    algorithm: str
+    env: str
+    sessions: int
+    frames: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+
+    def table(self) -> list[tuple[float, float, float]]:
+        """(frame, mean, std) per checkpoint."""
+        return list(zip(self.frames.tolist(), self.mean.tolist(), self.std.tolist(), strict=True))
+
+
+@dataclass(frozen=True)
+class Style:
+    color: str
+    linestyle: str
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """A folder `plot-list` shows."""
+
+    name: str
+    algorithm: str
+    env: str
+    trial_metrics: int  # the trials with trial metrics (a trial writes them when it ends)
+    search: bool
+
+
+# -- colours ---------------------------------------------------------------------------------
+def algorithm_color(algorithm: str) -> str:
+    """The algorithm's colour, the same in every graph."""
+    if algorithm in ALGORITHM_COLORS:
+        return ALGORITHM_COLORS[algorithm]
+    return OTHER_COLORS[zlib.crc32(algorithm.encode()) % len(OTHER_COLORS)]
+
+
+def shade(color: str, amount: float) -> str:
+    """`color` (#rrggbb) moved `amount` of the way to white (amount > 0) or black (< 0)."""
+    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
+    target = 255 if amount > 0 else 0
+    mixed = [round(c + abs(amount) * (target - c)) for c in rgb]
+    return "#" + "".join(f"{c:02x}" for c in mixed)
+
+
+def run_styles(algorithms: list[str]) -> list[Style]:
+    """A style per curve: the first curve of an algorithm in its colour, solid; the k-th
+    further one a shade of it (darker, lighter, darker still, ...) and the k-th line style."""
+    seen: dict[str, int] = {}
+    styles = []
+    for algorithm in algorithms:
+        k = seen.get(algorithm, 0)
+        seen[algorithm] = k + 1
+        amount = min(SHADE_STEP * math.ceil(k / 2), MAX_SHADE) * (-1 if k % 2 else 1)
+        color = algorithm_color(algorithm)
+        styles.append(
+            Style(shade(color, amount) if k else color, LINE_STYLES[k % len(LINE_STYLES)])
+        )
+    return styles
+
+
+# -- reading run folders ---------------------------------------------------------------------
+def find_folder(folder: str, data_dir: Path) -> Path:
+    """The run or search folder `folder` names: a path, else a folder in `data_dir`."""
+    path = Path(folder)
+    if not path.exists() and (data_dir / folder).exists():
+        path = data_dir / folder
+    if not path.is_dir():
+        also = "" if path.is_absolute() else f" (nor {data_dir / folder})"
+        raise PlotError(f"{folder}: no such folder{also}")
+    if not (is_run_dir(path) or is_search_dir(path)):
+        raise PlotError(
+            f"{folder}: not a run folder (expected a folder made by slm-lab run, or an SLM Lab v5 run folder: <spec_name>_spec.json and info/)"
+        )
+    return path
+
+
+def read_spec(folder: Path) -> dict[str, Any]:
+    """The spec record of a run or search folder (ours or v5's; v4's agent and env are lists)."""
+    path = run_spec_path(folder)
+    spec = read_json(path)
+    for key in ("agent", "env"):
+        if isinstance(spec.get(key), list) and spec[key]:
+            spec[key] = spec[key][0]
+    return spec
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise PlotError(f"{path}: not JSON ({e})") from None
+
+
+def spec_fields(spec: dict[str, Any], path: Path) -> tuple[str, str, str]:
+    """(spec name, algorithm name, env name) of a spec record."""
+    try:
+        return spec["name"], spec["agent"]["algorithm"]["name"], spec["env"]["name"]
+    except (KeyError, TypeError):
+        raise PlotError(
+            f"{path}: not a run's spec record (it needs name, agent.algorithm.name and env.name)"
+        ) from None
+
+
+def read_curves(folder: Path, label: str | None = None) -> list[Curve]:
+    """The folder's curves, one per trial in trial order, labelled `label` (default: the spec
+    name), with ` t<i>` for a search's trials and where a folder holds several."""
+    search = is_search_dir(folder)
+    parts = sorted(p for p in folder.iterdir() if is_run_dir(p)) if search else [folder]
+    trials = sorted((c for part in parts for c in _trial_curves(part)), key=lambda c: c[0])
+    if not trials:
+        raise PlotError(
+            f"{folder}: no curves: neither info/*_session_df.csv (SLM Lab) nor info/*_trial_metrics.json with `local` curves (SLM Lab v5)"
+        )
+    several = search or len(trials) > 1
+    return [
+        replace(curve, label=(label or curve.label) + (f" t{trial}" if several else ""))
+        for trial, curve in trials
+    ]
+
+
+def _trial_curves(folder: Path) -> list[tuple[int, Curve]]:
+    """(trial index, curve) of each trial a run folder has rows of, labelled by its spec name."""
+    name, algorithm, env = spec_fields(read_spec(folder), run_spec_path(folder))
+    curves = []
+    for trial, (frames, values) in _trial_tables(folder).items():
+        mean, std = nan_stats(values, ddof=1)
+        curves.append((trial, Curve(name, algorithm, env, values.shape[1], frames, mean, std)))
+    return curves
+
+
+def _trial_tables(folder: Path) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Trial index -> (frames, [frame, session] total_reward_ma) of a run folder, in whichever
+    format it holds them."""
+    info = folder / "info"
+    ours: dict[int, list[Path]] = {}
+    for path in sorted(info.glob("*_session_df.csv")):
+        match = SESSION_DF.search(path.name)
+        if match is not None:
+            ours.setdefault(int(match[1]), []).append(path)
+    if ours:
+        return {trial: _our_trial(paths) for trial, paths in ours.items()}
+    v5 = {}
+    for path in sorted(info.glob("*_trial_metrics.json")):
+        match = TRIAL_METRICS.search(path.name)
+        metrics = read_json(path) if match is not None else None
+        if isinstance(metrics, dict) and "local" in metrics:
+            v5[int(match[1])] = v5_trial(metrics["local"], path)
+    return v5
+
+
+def _our_trial(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
+    tables = [analysis.read_csv(p) for p in paths]
+    for path, table in zip(paths, tables, strict=True):
+        if "frame" not in table or METRIC not in table:
+            raise PlotError(f"{path}: no frame and {METRIC} columns")
+    return aligned(tables, METRIC)
+
+
+def v5_trial(local: dict[str, Any], path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(frames, [frame, session] total_reward_ma) of SLM Lab v5's trial metrics' `local`."""
+    missing = [k for k in V5_LOCAL_KEYS if k not in local]
+    if missing:
+        raise PlotError(f"{path}: its `local` has no {', '.join(missing)}")
+    returns = [np.asarray(r, dtype=float) for r in local["mean_returns"]]
+    frames = np.asarray(local["frames"], dtype=float)
+    n = min(len(frames), *(len(r) for r in returns))
+    return frames[:n], np.stack([moving_mean(r[:n], MA_WINDOW) for r in returns], axis=1)
+
+
+def moving_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """At each i, the mean of values[i-window+1 .. i] that are not NaN (NaN if none)."""
+    known = ~np.isnan(values)
+    sums = np.concatenate([[0.0], np.cumsum(np.where(known, values, 0.0))])
+    counts = np.concatenate([[0], np.cumsum(known)])
+    end = np.arange(1, len(values) + 1)
+    start = np.maximum(end - window, 0)
+    count = counts[end] - counts[start]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, (sums[end] - sums[start]) / count, math.nan)
+
+
+# -- the graph -------------------------------------------------------------------------------
+def file_name(title: str) -> str:
+    """The PNG's name for a title: `ALE/Pong-v5` -> `ALE_Pong-v5.png`."""
+    stem = FILE_NAME_CHARS.sub("_", title).strip("._")
+    if not stem:
+        raise PlotError(f"--title {title!r}: no letter or digit to name the file by")
+    return f"{stem}.png"
+
+
+def default_title(curves: list[Curve]) -> str:
+    """The runs' env names."""
+    return ", ".join(dict.fromkeys(c.env for c in curves))
+
+
+def draw(curves: list[Curve], title: str, path: Path) -> None:
+    """Every curve's mean with its ±std band, in one headless PNG (no pyplot, no display)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=FIGURE_SIZE, dpi=DPI)
+    ax = fig.subplots()
+    for curve, style in zip(curves, run_styles([c.algorithm for c in curves]), strict=True):
+        ax.plot(
+            curve.frames,
+            curve.mean,
+            color=style.color,
+            linestyle=style.linestyle,
+            label=curve.label,
+        )
+        ax.fill_between(
+            curve.frames,
+            curve.mean - curve.std,
+            curve.mean + curve.std,
+            color=style.color,
+            alpha=BAND_ALPHA,
+            linewidth=0,
+        )
+    ax.set_title(title)
+    ax.set_xlabel("frame")
+    ax.set_ylabel(f"{METRIC} (mean ± std over sessions)")
+    ax.grid(alpha=GRID_ALPHA)
+    ax.legend()
+    fig.tight_layout()
+    io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
+
+
+def curve_line(curve: Curve) -> str:
+    """What the terminal says of a curve: its last point."""
+    return (
+        f"{curve.label} ({curve.algorithm}, {curve.env}): {counted(curve.sessions, 'session')} | "
+        f"frame:{curve.frames[-1]:.0f} | {METRIC}:{curve.mean[-1]:.2f} ± {curve.std[-1]:.2f}"
+    )
+
+
+# -- listing ---------------------------------------------------------------------------------
+def list_runs(data_dir: Path) -> list[RunEntry]:
+    """The run and search folders in `data_dir`, by name."""
+    if not data_dir.is_dir():
+        raise PlotError(f"{data_dir}: no such folder")
+    entries = []
+    for folder in sorted(data_dir.iterdir()):
+        search = is_search_dir(folder)
+        if not (search or is_run_dir(folder)):
+            continue
+        _, algorithm, env = spec_fields(read_spec(folder), run_spec_path(folder))
+        parts = [p for p in folder.iterdir() if is_run_dir(p)] if search else [folder]
+        metrics = [
+            m
+            for p in parts
+            for m in (p / "info").glob("*_trial_metrics.json")
+            if TRIAL_METRICS.search(m.name)
+        ]
+        entries.append(RunEntry(folder.name, algorithm, env, len(metrics), search))
+    return entries
