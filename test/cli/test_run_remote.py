@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
 from conftest import invoke, make_spec, write_spec_file
 
 from slm_lab import ROOT_DIR, SPEC_DIR
 from slm_lab.cli import remote
+from slm_lab.cli.main import app
 
 UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
 TIMEOUT_S = 300
@@ -225,6 +227,17 @@ def test_the_task_runs_the_spec_with_its_options_as_given(
     sets_args = [arg for item in sets for arg in ("-s", item)]
     run = ["run", "slm-lab", "run", REMOTE_SPEC_FILES[mode], spec_name, mode, *sets_args]
     assert calls == [["sync", "--frozen"], [*run, "--upload-hf"]]
+    # and `slm-lab run` takes them so: the spec, its -s values, --upload-hf
+    command = typer.main.get_command(app)
+    with command.make_context("slm-lab", calls[1][2:]) as ctx:
+        run_command = command.get_command(ctx, "run")
+        params = run_command.make_context("run", calls[1][3:], parent=ctx).params
+    assert (params["spec_file"], params["spec_name"], params["mode"]) == (
+        REMOTE_SPEC_FILES[mode],
+        spec_name,
+        mode,
+    )
+    assert params["set_"] == sets and params["upload_hf"]
 
 
 @pytest.mark.parametrize("shell", ["bash", "sh"])
