@@ -729,5 +729,53 @@ def plot_list(
     typer.echo("* = has trial metrics (a trial ended); every run folder with rows can be plotted")
 
 
+@app.command("run-remote")
+def run_remote(
+    spec_file: Annotated[
+        str,
+        typer.Argument(
+            help="spec file (JSON/YAML) in this repository, relative to the working directory or slm_lab/spec/"
+        ),
+    ],
+    spec_name: Annotated[str, typer.Argument(help="name of the spec inside the file")],
+    mode: Annotated[str, typer.Argument(help="train | search")],
+    name: Annotated[
+        str,
+        typer.Option(
+            "--name",
+            "-n",
+            help="the dstack run name (lowercase letters, digits, dashes); an active run of this name is replaced",
+        ),
+    ],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", "-s", help="KEY=VALUE: fills ${KEY} or sets a spec path (repeatable)"
+        ),
+    ] = None,
+    gpu: Annotated[
+        bool, typer.Option(help="a GPU machine (.dstack/gpu-*.yml); default a CPU one")
+    ] = False,
+    detach: Annotated[
+        bool, typer.Option(help="submit and return (follow it with: dstack attach --logs RUN_NAME)")
+    ] = False,
+) -> None:
+    """Run a spec on a cloud machine through dstack (dstack apply of a .dstack/ task config);
+    the run uploads its folder to the Hugging Face dataset repo HF_REPO. Ctrl-C detaches."""
+    from slm_lab.cli import remote
+    from slm_lab.lib import logger as log_setup
+    from slm_lab.spec.spec_util import SpecError
+
+    log_setup.setup("WARNING")
+    try:
+        submission = remote.prepare(spec_file, spec_name, mode, set_ or [], name, gpu, detach)
+    except (SpecError, remote.RemoteError) as e:
+        _fail(str(e))
+    typer.echo(f"{' '.join(submission.command)}  # the run: {submission.remote_command}")
+    code = remote.apply(submission)
+    if code:
+        raise typer.Exit(code)
+
+
 if __name__ == "__main__":
     app()

@@ -443,9 +443,17 @@ def _check_probes(param: SearchParam, spec: dict[str, Any], spec_name: str) -> N
 
 
 def check_search_run(spec: Spec) -> None:
-    """What `search` mode needs beyond a valid spec: a search block, an ASHA grace period
-    shorter than the run, and trial resources the machine has (a cluster named by RAY_ADDRESS
-    is checked once connected)."""
+    """What `search` mode needs beyond a valid spec: what `check_search_spec` checks, and trial
+    resources the machine has (a cluster named by RAY_ADDRESS is checked once connected)."""
+    check_search_spec(spec)
+    if os.environ.get("RAY_ADDRESS"):
+        return
+    check_trial_resources(spec.meta, machine_cpus(), machine_gpus(), "this machine")
+
+
+def check_search_spec(spec: Spec) -> None:
+    """What `search` mode needs of the spec itself, wherever it runs: a search block and an ASHA
+    grace period shorter than the run."""
     if spec.search is None:
         raise SpecError(
             'search: required by search mode, missing; add a search block, e.g. "search": {"agent.algorithm.gamma__uniform": [0.98, 0.999]}'
@@ -455,9 +463,6 @@ def check_search_run(spec: Spec) -> None:
         raise SpecError(
             f"meta.search_scheduler.grace_period: {scheduler.grace_period} frames is not below env.max_frame {spec.env.max_frame}: no trial could be stopped early"
         )
-    if os.environ.get("RAY_ADDRESS"):
-        return
-    check_trial_resources(spec.meta, machine_cpus(), machine_gpus(), "this machine")
 
 
 def check_trial_resources(meta: MetaConfig, cpus: float, gpus: float, where: str) -> None:
