@@ -138,11 +138,16 @@ def _native_kwargs(config: EnvConfig) -> dict[str, Any]:
 
 def _single_env(config: EnvConfig, render_mode: str | None) -> gym.Env:
     """One ALE env as the native vector env gives it (frames) or its RAM, for render and ram."""
+    env = _single_game(config, render_mode)
+    # max_t counts the agent's steps, as the native env's does (ALE's own frame limit would also
+    # count the no-ops and FIRE of a reset)
+    return env if config.max_t is None else gym.wrappers.TimeLimit(env, config.max_t)
+
+
+def _single_game(config: EnvConfig, render_mode: str | None) -> gym.Env:
     kw = config.kwargs
     base = {k: v for k, v in kw.items() if k in SINGLE_ENV_KEYS}
     frameskip = kw.get("frameskip", 4)
-    if config.max_t is not None:
-        base["max_num_frames_per_episode"] = config.max_t * frameskip
     obs_type = kw.get("obs_type", "grayscale")
     if obs_type == "ram":
         env = gym.make(
