@@ -80,6 +80,7 @@ OWN_KEYS = {  # ALE options SLM Lab sets itself, with what to use instead
 }
 ALE_SEEDS = 2**31  # ALE's seeds are int32: an env's seed + i stays below this
 OBS_TYPES = ("grayscale", "rgb", "ram")
+FRAME_KEYS = {"img_height", "img_width", "stack_num", "maxpool"}  # options of frames, not of RAM
 
 
 @functools.cache
@@ -115,6 +116,11 @@ def _check(config: EnvConfig) -> None:
     obs_type = config.kwargs.get("obs_type", "grayscale")
     if obs_type not in OBS_TYPES:
         raise SpecError(f"env.obs_type: expected one of {', '.join(OBS_TYPES)}, got {obs_type!r}")
+    if obs_type == "ram" and (frame_keys := sorted(FRAME_KEYS & set(config.kwargs))):
+        raise SpecError(
+            f"env.{frame_keys[0]}: an option of the frames; obs_type ram gives the console's "
+            "128 bytes of RAM instead"
+        )
     if config.action_repeat > 1:
         raise SpecError(
             "env.action_repeat: ALE repeats actions itself; set env.frameskip instead (4 by default)"
@@ -223,7 +229,7 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """(observation space, action space) of an ALE v5 env as a spec configures it."""
     try:
         vec = _vector(config, 1, render=False)
-    except TypeError as err:  # an option of the other path (e.g. img_height with obs_type ram)
+    except TypeError as err:  # an option of the single env only (mode, difficulty)
         raise SpecError(f"env: {config.name}: {err}") from None
     try:
         return vec.single_observation_space, vec.unwrapped.single_action_space
