@@ -29,6 +29,7 @@ else and restarts the games in progress (the session says so).
 """
 
 import functools
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -151,6 +152,10 @@ def _single_env(config: EnvConfig, render_mode: str | None) -> gym.Env:
 
 
 def _single_game(config: EnvConfig, render_mode: str | None) -> gym.Env:
+    import ale_py
+
+    # errors only: a single AtariEnv prints ALE's banner unless a native env has silenced it
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     kw = config.kwargs
     base = {k: v for k, v in kw.items() if k in SINGLE_ENV_KEYS}
     frameskip = kw.get("frameskip", 4)
@@ -220,7 +225,9 @@ def _vector(config: EnvConfig, num_envs: int, render: bool) -> gym.vector.Vector
             **_native_kwargs(config),
         )
     if isinstance(vec.single_action_space, gym.spaces.Box):  # continuous: the agent's [-1, 1]
-        vec = vw.RescaleAction(vec, -1.0, 1.0)
+        with warnings.catch_warnings():  # ALE's float64 bounds cast to float32: harmless
+            warnings.simplefilter("ignore", UserWarning)
+            vec = vw.RescaleAction(vec, -1.0, 1.0)
         vec = vw.TransformAction(vec, lambda a: np.asarray(a, dtype=np.float32), vec.action_space)
     return vec
 
