@@ -100,7 +100,6 @@ def test_run_without_env_name_is_one_line(in_tmp: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "line"),
     [
-        ({"env.name": "ALE/Pong-v5"}, "env.name: ALE/Pong-v5: Atari (ALE) is not available yet"),
         (
             {"env.name": "VideoPinball-v0"},
             "env.name: VideoPinball-v0: a legacy Atari id; SLM Lab runs ALE v5: use ALE/VideoPinball-v5 (frameskip 4 and sticky actions 0.25 by default; env.frameskip and env.repeat_action_probability set them)",
