@@ -29,6 +29,7 @@ else and restarts the games in progress (the session says so).
 """
 
 import functools
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -80,6 +81,7 @@ OWN_KEYS = {  # ALE options SLM Lab sets itself, with what to use instead
 }
 ALE_SEEDS = 2**31  # ALE's seeds are int32: an env's seed + i stays below this
 OBS_TYPES = ("grayscale", "rgb", "ram")
+FRAME_KEYS = {"img_height", "img_width", "stack_num", "maxpool"}  # options of frames, not of RAM
 
 
 @functools.cache
@@ -115,6 +117,11 @@ def _check(config: EnvConfig) -> None:
     obs_type = config.kwargs.get("obs_type", "grayscale")
     if obs_type not in OBS_TYPES:
         raise SpecError(f"env.obs_type: expected one of {', '.join(OBS_TYPES)}, got {obs_type!r}")
+    if obs_type == "ram" and (frame_keys := sorted(FRAME_KEYS & set(config.kwargs))):
+        raise SpecError(
+            f"env.{frame_keys[0]}: an option of the frames; obs_type ram gives the console's "
+            "128 bytes of RAM instead"
+        )
     if config.action_repeat > 1:
         raise SpecError(
             "env.action_repeat: ALE repeats actions itself; set env.frameskip instead (4 by default)"
@@ -138,11 +145,20 @@ def _native_kwargs(config: EnvConfig) -> dict[str, Any]:
 
 def _single_env(config: EnvConfig, render_mode: str | None) -> gym.Env:
     """One ALE env as the native vector env gives it (frames) or its RAM, for render and ram."""
+    env = _single_game(config, render_mode)
+    # max_t counts the agent's steps, as the native env's does (ALE's own frame limit would also
+    # count the no-ops and FIRE of a reset)
+    return env if config.max_t is None else gym.wrappers.TimeLimit(env, config.max_t)
+
+
+def _single_game(config: EnvConfig, render_mode: str | None) -> gym.Env:
+    import ale_py
+
+    # errors only: a single AtariEnv prints ALE's banner unless a native env has silenced it
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     kw = config.kwargs
     base = {k: v for k, v in kw.items() if k in SINGLE_ENV_KEYS}
     frameskip = kw.get("frameskip", 4)
-    if config.max_t is not None:
-        base["max_num_frames_per_episode"] = config.max_t * frameskip
     obs_type = kw.get("obs_type", "grayscale")
     if obs_type == "ram":
         env = gym.make(
@@ -209,7 +225,9 @@ def _vector(config: EnvConfig, num_envs: int, render: bool) -> gym.vector.Vector
             **_native_kwargs(config),
         )
     if isinstance(vec.single_action_space, gym.spaces.Box):  # continuous: the agent's [-1, 1]
-        vec = vw.RescaleAction(vec, -1.0, 1.0)
+        with warnings.catch_warnings():  # ALE's float64 bounds cast to float32: harmless
+            warnings.simplefilter("ignore", UserWarning)
+            vec = vw.RescaleAction(vec, -1.0, 1.0)
         vec = vw.TransformAction(vec, lambda a: np.asarray(a, dtype=np.float32), vec.action_space)
     return vec
 
@@ -218,7 +236,7 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """(observation space, action space) of an ALE v5 env as a spec configures it."""
     try:
         vec = _vector(config, 1, render=False)
-    except TypeError as err:  # an option of the other path (e.g. img_height with obs_type ram)
+    except TypeError as err:  # an option of the single env only (mode, difficulty)
         raise SpecError(f"env: {config.name}: {err}") from None
     try:
         return vec.single_observation_space, vec.unwrapped.single_action_space

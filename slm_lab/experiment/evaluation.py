@@ -2,12 +2,13 @@
 `meta.eval_frequency` frames (default: log_frequency) and at the end of the run.
 
 An evaluation plays on an env of its own, built from the spec's env section (at most
-rigorous_eval sub-envs, no reward transforms: it measures raw returns), with its observation
-normalizer frozen at the training normalizer's statistics. The agent acts in evaluation mode
-(`Agent.evaluating`): schedules at their end values, no memory writes, no training, greedy
-actions when `meta.eval_greedy`. Its row: where the training clock stood, `total_reward` the mean
-return of its episodes, `total_reward_ma` the mean of total_reward over the last 100
-evaluations, and the agent's metrics as the training row has them.
+rigorous_eval sub-envs, no reward transforms nor life-loss terminals: it measures the raw returns
+of whole episodes, on Atari whole games), with its observation normalizer frozen at the training
+normalizer's statistics. The agent acts in evaluation mode (`Agent.evaluating`): schedules at
+their end values, no memory writes, no training, greedy actions when `meta.eval_greedy`. Its row:
+where the training clock stood, `total_reward` the mean return of its episodes, `total_reward_ma`
+the mean of total_reward over the last 100 evaluations, and the agent's metrics as the training
+row has them.
 
 Training goes on exactly as without evaluation: the global RNG states (torch, CUDA, numpy,
 Python) are restored afterwards and the training env is never stepped. Each evaluation seeds its
@@ -70,7 +71,8 @@ class Evaluation:
             num_envs=min(spec.env.num_envs, self.episodes),
             reward_scale=None,
             normalize_reward=False,
-            clip_reward=None,
+            clip_reward=False,  # None would be a backend's default clipping (Atari's [-1, 1])
+            life_loss_info=False,  # an episode is a whole game, not a life
         )
         seed = evaluation_seed(session_seed, 0)  # each evaluation reseeds it
         with seeded(seed):  # whatever building the env draws from the global RNGs

@@ -1,6 +1,6 @@
 """GymVecEnv: real next observations, the clock, max_t, action rescaling, unnormalized returns, the
-finished episodes it records, and the Gymnasium version whose vector wrappers handle same-step
-autoreset."""
+finished episodes it records, the Gymnasium version whose vector wrappers handle same-step
+autoreset, and the refusal of a vector env in the other (NextStep) mode."""
 
 import importlib.metadata
 import tomllib
@@ -13,7 +13,10 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from slm_lab import ROOT_DIR
+from slm_lab.env.clock import Clock
+from slm_lab.env.config import EnvConfig
 from slm_lab.env.gym_backend import GymVecEnv
+from slm_lab.lib.config import SpecError, parse
 
 # the first Gymnasium whose vector RecordEpisodeStatistics and NormalizeReward count the first
 # step of an episode that a SAME_STEP autoreset started (earlier ones drop it, as for NEXT_STEP)
@@ -283,3 +286,26 @@ def test_episode_statistics_and_reward_normalizer_count_every_step_of_every_epis
     assert list(env.stats.return_queue) == [7.0] * 4  # 2 envs x 2 episodes of 1 + 2 + 4
     assert list(env.stats.length_queue) == [3] * 4
     env.close()
+
+
+class NextStepVecEnv(GymVecEnv):
+    """A backend whose vector env autoresets in NextStep mode."""
+
+    def _vector_env(
+        self, config: EnvConfig, render: bool, seq_len: int | None
+    ) -> gym.vector.VectorEnv:
+        return gym.vector.SyncVectorEnv(
+            [lambda: gym.make(config.name)] * config.num_envs,
+            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+        )
+
+
+def test_a_next_step_vector_env_is_refused_when_built() -> None:
+    """Before any step could look for the final observations NextStep does not give."""
+    config = parse(EnvConfig, {"name": "CartPole-v1", "num_envs": 2, "max_frame": 100}, "env")
+    with pytest.raises(SpecError) as err:
+        NextStepVecEnv(config, 0, Clock(100, 2), 0.99)
+    message = str(err.value)
+    assert message.startswith("env: CartPole-v1 is a vector env in NextStep autoreset mode; ")
+    assert message.endswith("build it with autoreset_mode=SAME_STEP")
+    assert "SameStep mode only" in message and "\n" not in message
