@@ -53,12 +53,16 @@ TABLE_ENVS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+# env arguments that change how fast an env steps, not its task
+NOT_TASK_KWARGS = {"num_threads", "thread_affinity_offset"}
+
+
 def baseline_key(
     name: str, kwargs: dict[str, Any], max_t: int | None = None, action_repeat: int = 1
 ) -> str:
     """The env id, then the kwargs and any setting other than the default as JSON."""
     settings = {
-        **kwargs,
+        **{k: v for k, v in kwargs.items() if k not in NOT_TASK_KWARGS},
         **({"max_t": max_t} if max_t is not None else {}),
         **({"action_repeat": action_repeat} if action_repeat > 1 else {}),
     }

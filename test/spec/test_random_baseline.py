@@ -61,3 +61,16 @@ def test_imports_without_torch() -> None:
     code = "import sys, slm_lab.spec.random_baseline; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_every_ale_v5_game_has_its_baseline_from_the_ale_table(cache_dir: Path) -> None:
+    """The 104 ALE v5 games come from SLM Lab v5's measured table, with its source; settings
+    that only change speed (ALE's threads) keep a game's key, others (sticky actions) do not."""
+    ale = json.loads(random_baseline.ALE_TABLE_PATH.read_text())
+    assert "100 episodes" in ale["source"] and len(ale["games"]) == 104
+    assert random_baseline.get("ALE/Pong-v5") == ale["games"]["ALE/Pong-v5"]["mean"] == -20.25
+    assert random_baseline.get("ALE/Breakout-v5", {"num_threads": 1}) == 1.21
+    assert random_baseline.baseline_key("ALE/Pong-v5", {"repeat_action_probability": 0.0}) == (
+        'ALE/Pong-v5{"repeat_action_probability": 0.0}'
+    )
+    assert not cache_dir.exists()  # nothing computed
