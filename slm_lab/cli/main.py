@@ -204,6 +204,12 @@ def run(
         int, typer.Option(help="episodes to replay in enjoy mode")
     ] = ENJOY_EPISODES,
     session: Annotated[int, typer.Option(help="the session enjoy replays")] = 0,
+    keep: Annotated[
+        int | None,
+        typer.Option(
+            help="search: the best N trials keep their model files (default 3; -1: every trial)"
+        ),
+    ] = None,
 ) -> None:
     """Train (dev: 1 session; train: max_session seeds in parallel), replay (enjoy@) or resume (train@) a spec."""
     from slm_lab.experiment import record
@@ -216,6 +222,8 @@ def run(
         _fail(f"--log-level {log_level}: one of DEBUG, INFO, WARNING, ERROR")
     if episodes < 1:
         _fail(f"--episodes {episodes}: must be >= 1")
+    if keep is not None and keep < -1:
+        _fail(f"--keep {keep}: a number of trials (0 or more), or -1 for every trial")
     if render and sys.platform.startswith("linux") and not any(map(os.environ.get, DISPLAY_VARS)):
         _fail(
             "--render needs a display (DISPLAY is not set); run without --render, or under xvfb-run"
@@ -254,11 +262,15 @@ def run(
             if base == "search":
                 spec_util.check_search_run(spec)
             root = None
+        if keep is not None and base != "search":
+            raise SpecError(
+                f"--keep applies to search mode (the trials that keep their model files), not {base}"
+            )
     except SpecError as e:
         _fail(str(e))
 
     if base == "search":
-        _search(spec, info, root, log_level)
+        _search(spec, info, root, log_level, keep)
     elif base == "enjoy":
         _enjoy(spec, info, root, episodes, render, session)
     else:
@@ -376,15 +388,18 @@ def _enjoy(
     )
 
 
-def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: str) -> None:
+def _search(
+    spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: str, keep: int | None
+) -> None:
     """Run a new search (`search_dir` None) or resume the one in `search_dir`; prints the best
-    trials and the command that validates the best one."""
+    trials and the command that validates the best one. `keep`: the trials that keep their
+    model files (None: the default)."""
     from slm_lab.experiment import (
         ray_cluster,  # Ray: after the input is known to be good
         record,
         stop,
     )
-    from slm_lab.experiment.layout import RunLayout
+    from slm_lab.experiment.layout import KEEP_MODELS, RunLayout
     from slm_lab.lib import logger as log_setup
     from slm_lab.lib.logger import logger
     from slm_lab.spec.spec_util import SpecError
@@ -406,7 +421,9 @@ def _search(spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: s
             layout = record.new_run(spec, info)
         log_setup.add_file(str(layout.search_log), log_level)
         logger.info(f"{'resuming' if resume else 'running'} search {spec.name} in {layout.root}")
-        summary = search.run(spec, layout.root, log_level, resume)
+        summary = search.run(
+            spec, layout.root, log_level, resume, KEEP_MODELS if keep is None else keep
+        )
     except SpecError as e:
         _fail(str(e))
     except search.WorkersCannotStart as e:
