@@ -488,6 +488,41 @@ def _print_trials(trials: list[dict[str, Any]], name: str, head: str) -> None:
 
 
 @app.command()
+def retro(
+    run_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="a run folder (data/<run folder>, or one pulled from the Hub), or a search folder"
+        ),
+    ],
+) -> None:
+    """Recompute a run's metrics and graphs from the CSVs it wrote: each session's and the
+    trial's (a search folder: each trial's, and the experiment table's metrics and graph)."""
+    from slm_lab.experiment import retro as retro_analysis
+    from slm_lab.experiment.analysis import format_metrics
+    from slm_lab.experiment.layout import EVAL_SUFFIX, is_search_dir, prefix
+    from slm_lab.lib import logger as log_setup
+    from slm_lab.spec.spec_util import SpecError
+
+    log_setup.setup("WARNING")
+    try:
+        results, notes = retro_analysis.run(run_dir)
+    except SpecError as e:
+        _fail(str(e))
+    for note in notes:
+        typer.echo(f"retro: {note}", err=True)
+    if not results:
+        _fail(f"{run_dir}: no session has the rows the metrics need", 1)
+    search = is_search_dir(run_dir)
+    for r in results:
+        head = f"{prefix(r.layout.name, r.trial)} " if search else ""
+        typer.echo(f"{head}trial_metrics: {format_metrics(r.metrics)}")
+        if r.eval_metrics is not None:
+            typer.echo(f"{head}trial_metrics{EVAL_SUFFIX}: {format_metrics(r.eval_metrics)}")
+    typer.echo(f"metrics and graphs rewritten in {run_dir}")
+
+
+@app.command()
 def check(
     spec_file: Annotated[str, typer.Argument(help="spec file to validate")],
     spec_name: Annotated[
