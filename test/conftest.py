@@ -453,6 +453,7 @@ SHARED_RUNS = {
     "two_session_run": "two_sessions",
     "run_a": "control_runs",
     "run_eval": "control_runs",
+    "video_run": "video_runs",
 }
 
 

@@ -204,6 +204,13 @@ def run(
         int, typer.Option(help="episodes to replay in enjoy mode")
     ] = ENJOY_EPISODES,
     session: Annotated[int, typer.Option(help="the session enjoy replays")] = 0,
+    record_video: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="enjoy: write a video of the replayed episodes to the enjoy folder (MP4; GIF without ffmpeg), headless",
+        ),
+    ] = False,
     keep: Annotated[
         int | None,
         typer.Option(
@@ -262,6 +269,12 @@ def run(
             if base == "search":
                 spec_util.check_search_run(spec)
             root = None
+        if record_video and base != "enjoy":
+            raise SpecError(
+                f"--record writes a video of a replay: enjoy@<run folder> --record, not {base}"
+            )
+        if record_video and render:
+            raise SpecError("--record and --render: one or the other (a video is made headless)")
         if keep is not None and base != "search":
             raise SpecError(
                 f"--keep applies to search mode (the trials that keep their model files), not {base}"
@@ -272,7 +285,7 @@ def run(
     if base == "search":
         _search(spec, info, root, log_level, keep)
     elif base == "enjoy":
-        _enjoy(spec, info, root, episodes, render, session)
+        _enjoy(spec, info, root, episodes, render, session, record_video)
     else:
         _train(spec, info, root, mode, max_frame, render, log_level)
 
@@ -374,18 +387,26 @@ def _train(
 
 
 def _enjoy(
-    spec: "Spec", info: "RunInfo", root: Path, episodes: int, render: bool, session: int
+    spec: "Spec",
+    info: "RunInfo",
+    root: Path,
+    episodes: int,
+    render: bool,
+    session: int,
+    record: bool,
 ) -> None:
     from slm_lab.experiment import control
     from slm_lab.spec.spec_util import SpecError
 
     try:
-        result = control.enjoy(spec, root, episodes, render, session, info.trial)
+        result = control.enjoy(spec, root, episodes, render, session, info.trial, record)
     except SpecError as e:
         _fail(str(e))
     typer.echo(
         f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
     )
+    if record:
+        typer.echo(f"video: {result['video']} ({result['video_frames']} frames)")
 
 
 def _search(
