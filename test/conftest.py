@@ -454,6 +454,7 @@ SHARED_RUNS = {
     "run_a": "control_runs",
     "run_eval": "control_runs",
     "video_run": "video_runs",
+    "trained_runs": "trained_runs",
 }
 
 
