@@ -56,29 +56,24 @@ class TrialResult:
 
 @dataclass
 class Retro:
-    """One retro analysis; `notes` gathers what could not be computed as it was, by session."""
+    """One retro analysis; `notes` says what could not be computed as the run did, and where."""
 
-    missing: dict[str, list[str]] = field(default_factory=dict)  # note -> the sessions it concerns
+    # what could not be computed as the run did -> the sessions (or trial folders) concerned
+    missing: dict[str, list[str]] = field(default_factory=dict)
 
-    def note(self, what: str, session: str) -> None:
-        self.missing.setdefault(what, []).append(session)
+    def note(self, what: str, where: str) -> None:
+        self.missing.setdefault(what, []).append(where)
 
     @property
     def notes(self) -> list[str]:
-        return [f"{what}: {', '.join(sessions)}" for what, sessions in self.missing.items()]
+        return [f"{what}: {', '.join(where)}" for what, where in self.missing.items()]
 
     # -- a run folder ------------------------------------------------------------------------
     def run_folder(self, root: Path) -> list[TrialResult]:
         """Every trial of the run folder `root` with session rows (a run has trial 0, a
         search's trial folder its own index)."""
         layout = RunLayout(root, run_name(root))
-        pattern = re.compile(
-            re.escape(layout.name) + r"_t(\d+)_s(\d+)_session_df\.csv", flags=re.ASCII
-        )
-        sessions: dict[int, list[int]] = {}
-        for path in layout.info.iterdir():
-            if match := pattern.fullmatch(path.name):
-                sessions.setdefault(int(match[1]), []).append(int(match[2]))
+        sessions = sessions_of(layout)
         if not sessions:
             raise SpecError(
                 f"{root}: no session rows (info/{layout.name}_t<i>_s<j>_session_df.csv) to analyze"
@@ -86,7 +81,7 @@ class Retro:
         return [
             result
             for trial in sorted(sessions)
-            if (result := self.trial(layout, trial, sorted(sessions[trial]))) is not None
+            if (result := self.trial(layout, trial, sessions[trial])) is not None
         ]
 
     def trial(self, layout: RunLayout, trial: int, sessions: list[int]) -> TrialResult | None:
@@ -134,12 +129,14 @@ class Retro:
         """Each trial folder's metrics, then the experiment table's metric columns and graph."""
         name = run_name(root)
         folder = re.compile(re.escape(name) + r"_t\d+")
-        results = [
-            result
-            for path in sorted(root.iterdir(), key=lambda p: trial_index(p.name))
-            if folder.fullmatch(path.name) and is_run_dir(path)
-            for result in self.run_folder(path)
-        ]
+        results = []
+        for path in sorted(root.iterdir(), key=lambda p: trial_index(p.name)):
+            if not (folder.fullmatch(path.name) and is_run_dir(path)):
+                continue
+            if sessions_of(RunLayout(path, name)):
+                results += self.run_folder(path)
+            else:  # a trial that errored before its first row
+                self.note("no session rows: nothing to analyze", path.name)
         layout = RunLayout(root, name)
         for path in (layout.experiment_df, layout.partial_experiment_df):
             if path.exists():
@@ -147,6 +144,16 @@ class Retro:
                 if path == layout.experiment_df and trials:
                     plot_table(trials, layout.experiment_graph)
         return results
+
+
+def sessions_of(layout: RunLayout) -> dict[int, list[int]]:
+    """trial -> the sessions that have rows in the run folder's info/, in order."""
+    pattern = re.compile(re.escape(layout.name) + r"_t(\d+)_s(\d+)_session_df\.csv")
+    sessions: dict[int, list[int]] = {}
+    for path in layout.info.iterdir():
+        if match := pattern.fullmatch(path.name):
+            sessions.setdefault(int(match[1]), []).append(int(match[2]))
+    return {trial: sorted(found) for trial, found in sessions.items()}
 
 
 def run_name(root: Path) -> str:

@@ -117,13 +117,16 @@ def test_retro_of_evaluation_rows(two_session_run: ConsoleRun, tmp_path: Path) -
 
 
 def test_retro_of_a_search_folder(two_session_run: ConsoleRun, tmp_path: Path) -> None:
-    """Each trial folder, then the experiment table's metric columns (an errored trial keeps
-    its empty ones) and graph."""
+    """Each trial folder (one without rows said so), then the experiment table's metric columns
+    (an errored trial keeps its empty ones) and graph."""
     search_dir = tmp_path / "search"
     search_dir.mkdir()
     shutil.copy(two_session_run.run_dir / f"{NAME}_spec.json", search_dir)
     (search_dir / "tune").mkdir()
     trial_dir, _ = stripped_copy(two_session_run, search_dir / f"{NAME}_t0")
+    errored = search_dir / f"{NAME}_t1"  # errored before its first row
+    (errored / "info").mkdir(parents=True)
+    shutil.copy(two_session_run.run_dir / f"{NAME}_spec.json", errored)
     table = search_dir / "experiment_df.csv"
     header = ["trial", "status", "agent.algorithm.gamma", *TRIAL_METRICS]
     stale = ",".join(["1.0"] * len(TRIAL_METRICS))
@@ -133,6 +136,7 @@ def test_retro_of_a_search_folder(two_session_run: ConsoleRun, tmp_path: Path) -
     )
     result = invoke(["retro", str(search_dir)])
     assert result.exit_code == 0, result.stderr
+    assert result.stderr == f"retro: no session rows: nothing to analyze: {NAME}_t1\n"
     trial = read_json(RunLayout(trial_dir, NAME).trial_metrics(0))
     rows = pd.read_csv(table)
     assert rows.columns.tolist() == header
