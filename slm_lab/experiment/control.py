@@ -21,7 +21,8 @@ from slm_lab.lib.config import SpecError
 from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
 
-if TYPE_CHECKING:  # imageio loads for a recorded replay only
+if TYPE_CHECKING:  # torch loads where a session runs, imageio for a recorded replay only
+    from slm_lab.agent.agent import Agent
     from slm_lab.experiment.video import Video
 
 ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training session
@@ -123,7 +124,6 @@ def enjoy(
     `render` shows the env in a window; `record` writes a video of the episodes there
     (`VIDEO_NAME`.mp4, or .gif without ffmpeg), played one after another on one env, each from
     its reset frame to its last step's (T + 1 frames for T steps)."""
-    from slm_lab.experiment import video  # imageio: only for a recorded replay
     from slm_lab.experiment.session import build, session_seed  # torch: only where it acts
 
     model_path = Checkpointer(RunLayout(root, spec.name), trial, session).model_path()
@@ -151,6 +151,8 @@ def enjoy(
     try:
         env.reset()
         if record:
+            from slm_lab.experiment import video  # imageio: only for a recorded replay
+
             path = out / f"{VIDEO_NAME}{video.video_suffix()}"
             with video.video_file(path, env.frame_rate) as recording:
                 recording.add(env.frames())
@@ -178,7 +180,7 @@ def enjoy(
 
 def play(
     env: EnvBackend,
-    agent: Any,
+    agent: "Agent",
     clock: Clock,
     episodes: int,
     recording: "Video | None" = None,
