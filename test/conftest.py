@@ -454,6 +454,8 @@ SHARED_RUNS = {
     "run_a": "control_runs",
     "run_eval": "control_runs",
     "atari_console_run": "atari_console",
+    "video_run": "video_runs",
+    "trained_runs": "trained_runs",
 }
 
 

@@ -211,6 +211,19 @@ def run(
             help="when the run (or search) ends, push its folder to the Hugging Face dataset repo HF_REPO (as slm-lab push)",
         ),
     ] = False,
+    record_video: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="enjoy: write a video of the replayed episodes to the enjoy folder (MP4; GIF without ffmpeg), headless",
+        ),
+    ] = False,
+    keep: Annotated[
+        int | None,
+        typer.Option(
+            help="search: the best N trials keep their model files (default 3; -1: every trial)"
+        ),
+    ] = None,
 ) -> None:
     """Train (dev: 1 session; train: max_session seeds in parallel), replay (enjoy@) or resume (train@) a spec."""
     from slm_lab.experiment import record
@@ -223,6 +236,8 @@ def run(
         _fail(f"--log-level {log_level}: one of DEBUG, INFO, WARNING, ERROR")
     if episodes < 1:
         _fail(f"--episodes {episodes}: must be >= 1")
+    if keep is not None and keep < -1:
+        _fail(f"--keep {keep}: a number of trials (0 or more), or -1 for every trial")
     if render and sys.platform.startswith("linux") and not any(map(os.environ.get, DISPLAY_VARS)):
         _fail(
             "--render needs a display (DISPLAY is not set); run without --render, or under xvfb-run"
@@ -261,15 +276,25 @@ def run(
             if base == "search":
                 spec_util.check_search_run(spec)
             root = None
+        if record_video and base != "enjoy":
+            raise SpecError(
+                f"--record writes a video of a replay: enjoy@<run folder> --record, not {base}"
+            )
+        if record_video and render:
+            raise SpecError("--record and --render: one or the other (a video is made headless)")
+        if keep is not None and base != "search":
+            raise SpecError(
+                f"--keep applies to search mode (the trials that keep their model files), not {base}"
+            )
     except SpecError as e:
         _fail(str(e))
     if upload_hf:
         _check_upload(base)
 
     if base == "search":
-        _search(spec, info, root, log_level, upload_hf)
+        _search(spec, info, root, log_level, upload_hf, keep)
     elif base == "enjoy":
-        _enjoy(spec, info, root, episodes, render, session)
+        _enjoy(spec, info, root, episodes, render, session, record_video)
     else:
         _train(spec, info, root, mode, max_frame, render, log_level, upload_hf)
 
@@ -375,32 +400,46 @@ def _train(
 
 
 def _enjoy(
-    spec: "Spec", info: "RunInfo", root: Path, episodes: int, render: bool, session: int
+    spec: "Spec",
+    info: "RunInfo",
+    root: Path,
+    episodes: int,
+    render: bool,
+    session: int,
+    record: bool,
 ) -> None:
     from slm_lab.experiment import control
     from slm_lab.spec.spec_util import SpecError
 
     try:
-        result = control.enjoy(spec, root, episodes, render, session, info.trial)
+        result = control.enjoy(spec, root, episodes, render, session, info.trial, record)
     except SpecError as e:
         _fail(str(e))
     typer.echo(
         f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
     )
+    if record:
+        typer.echo(f"video: {result['video']} ({result['video_frames']} frames)")
 
 
 def _search(
-    spec: "Spec", info: "RunInfo", search_dir: Path | None, log_level: str, upload_hf: bool
+    spec: "Spec",
+    info: "RunInfo",
+    search_dir: Path | None,
+    log_level: str,
+    upload_hf: bool,
+    keep: int | None,
 ) -> None:
     """Run a new search (`search_dir` None) or resume the one in `search_dir`; prints the best
     trials and the command that validates the best one; with `upload_hf`, pushes the search
-    folder (its trials' run folders inside) once it completes."""
+    folder (its trials' run folders inside) once it completes. `keep`: the trials that keep
+    their model files (None: the default)."""
     from slm_lab.experiment import (
         ray_cluster,  # Ray: after the input is known to be good
         record,
         stop,
     )
-    from slm_lab.experiment.layout import RunLayout
+    from slm_lab.experiment.layout import KEEP_MODELS, RunLayout
     from slm_lab.lib import logger as log_setup
     from slm_lab.lib.logger import logger
     from slm_lab.spec.spec_util import SpecError
@@ -422,7 +461,9 @@ def _search(
             layout = record.new_run(spec, info)
         log_setup.add_file(str(layout.search_log), log_level)
         logger.info(f"{'resuming' if resume else 'running'} search {spec.name} in {layout.root}")
-        summary = search.run(spec, layout.root, log_level, resume)
+        summary = search.run(
+            spec, layout.root, log_level, resume, KEEP_MODELS if keep is None else keep
+        )
     except SpecError as e:
         _fail(str(e))
     except search.WorkersCannotStart as e:
@@ -486,6 +527,41 @@ def _print_trials(trials: list[dict[str, Any]], name: str, head: str) -> None:
             if k not in ("trial", "status") and "." in k
         )
         typer.echo(f"  {name}_t{t['trial']} | {METRIC}:{t[METRIC]:.4g} | {t['status']} | {values}")
+
+
+@app.command()
+def retro(
+    run_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="a run folder (data/<run folder>, or one pulled from the Hub), or a search folder"
+        ),
+    ],
+) -> None:
+    """Recompute a run's metrics and graphs from the CSVs it wrote: each session's and the
+    trial's (a search folder: each trial's, and the experiment table's metrics and graph)."""
+    from slm_lab.experiment import retro as retro_analysis
+    from slm_lab.experiment.analysis import format_metrics
+    from slm_lab.experiment.layout import EVAL_SUFFIX, is_search_dir, prefix
+    from slm_lab.lib import logger as log_setup
+    from slm_lab.spec.spec_util import SpecError
+
+    log_setup.setup("WARNING")
+    try:
+        results, notes = retro_analysis.run(run_dir)
+    except SpecError as e:
+        _fail(str(e))
+    for note in notes:
+        typer.echo(f"retro: {note}", err=True)
+    if not results:
+        _fail(f"{run_dir}: no session has the rows the metrics need", 1)
+    search = is_search_dir(run_dir)
+    for r in results:
+        head = f"{prefix(r.layout.name, r.trial)} " if search else ""
+        typer.echo(f"{head}trial_metrics: {format_metrics(r.metrics)}")
+        if r.eval_metrics is not None:
+            typer.echo(f"{head}trial_metrics{EVAL_SUFFIX}: {format_metrics(r.eval_metrics)}")
+    typer.echo(f"metrics and graphs rewritten in {run_dir}")
 
 
 @app.command()

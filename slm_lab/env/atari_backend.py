@@ -19,10 +19,10 @@ The spec's `env` keys that are not SLM Lab's go to ale-py: `repeat_action_probab
 angle and fire), `continuous_action_threshold`, `num_threads` (ALE's threads per session; 0: one
 per core), `img_height`/`img_width`, `stack_num`, `maxpool`, `max_num_frames_per_episode`, and
 `obs_type`: `grayscale` (the default) or `rgb` (84x84x3 frames). `obs_type: ram` (the 128 bytes
-of the console's memory, no frame stack) and rendering take a Gymnasium vector env of single
-`AtariEnv`s instead, as does `render` (a window needs the single env's renderer): the single env
-runs at frameskip 1 under Gymnasium's `AtariPreprocessing` and `FrameStackObservation`, which
-give the native env's observation layout.
+of the console's memory, no frame stack) and rendering (a window, or the frames of a recorded
+video: both need the single env's renderer) take a Gymnasium vector env of single `AtariEnv`s
+instead: the single env runs at frameskip 1 under Gymnasium's `AtariPreprocessing` and
+`FrameStackObservation`, which give the native env's observation layout.
 
 The emulators' state lives in native objects that cannot be saved: a resume restores everything
 else and restarts the games in progress (the session says so).
@@ -37,6 +37,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import vector as vw
 
+from slm_lab.env import render
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.gym_backend import GymVecEnv
 from slm_lab.lib.config import SpecError, did_you_mean
@@ -79,6 +80,8 @@ OWN_KEYS = {  # ALE options SLM Lab sets itself, with what to use instead
     "batch_size": None,
     "render_mode": None,
 }
+# the console's frames per second (NTSC), the real-time rate of a video (ALE's metadata has 30)
+ATARI_FPS = 60
 ALE_SEEDS = 2**31  # ALE's seeds are int32: an env's seed + i stays below this
 OBS_TYPES = ("grayscale", "rgb", "ram")
 FRAME_KEYS = {"img_height", "img_width", "stack_num", "maxpool"}  # options of frames, not of RAM
@@ -144,14 +147,20 @@ def _native_kwargs(config: EnvConfig) -> dict[str, Any]:
 
 
 def _single_env(config: EnvConfig, render_mode: str | None) -> gym.Env:
-    """One ALE env as the native vector env gives it (frames) or its RAM, for render and ram."""
+    """One ALE env as the native vector env gives it (frames) or its RAM, for render and ram;
+    render_mode "rgb_array" records the screen after each reset and step (FrameRecorder)."""
     env = _single_game(config, render_mode)
     # max_t counts the agent's steps, as the native env's does (ALE's own frame limit would also
     # count the no-ops and FIRE of a reset)
-    return env if config.max_t is None else gym.wrappers.TimeLimit(env, config.max_t)
+    if config.max_t is not None:
+        env = gym.wrappers.TimeLimit(env, config.max_t)
+    if render_mode == render.RENDER_MODE:
+        env = render.FrameRecorder(env, config.kwargs.get("frameskip", 4), ATARI_FPS)
+    return env
 
 
 def _single_game(config: EnvConfig, render_mode: str | None) -> gym.Env:
+    """The game of `_single_env`, before its time limit and FrameRecorder."""
     import ale_py
 
     # errors only: a single AtariEnv prints ALE's banner unless a native env has silenced it
@@ -211,10 +220,10 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
-def _vector(config: EnvConfig, num_envs: int, render: bool) -> gym.vector.VectorEnv:
+def _vector(config: EnvConfig, num_envs: int, render_mode: str | None) -> gym.vector.VectorEnv:
     _check(config)
-    if render or config.kwargs.get("obs_type") == "ram":
-        make = functools.partial(_single_env, config, "human" if render else None)
+    if render_mode is not None or config.kwargs.get("obs_type") == "ram":
+        make = functools.partial(_single_env, config, render_mode)
         vec = SyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
     else:
         vec = gym.make_vec(
@@ -235,7 +244,7 @@ def _vector(config: EnvConfig, num_envs: int, render: bool) -> gym.vector.Vector
 def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """(observation space, action space) of an ALE v5 env as a spec configures it."""
     try:
-        vec = _vector(config, 1, render=False)
+        vec = _vector(config, 1, render_mode=None)
     except TypeError as err:  # an option of the single env only (mode, difficulty)
         raise SpecError(f"env: {config.name}: {err}") from None
     try:
@@ -253,14 +262,14 @@ class AtariVecEnv(GymVecEnv):
         super().__init__(config, *args, **kwargs)
 
     def _vector_env(
-        self, config: EnvConfig, render: bool, seq_len: int | None
+        self, config: EnvConfig, render_mode: str | None, seq_len: int | None
     ) -> gym.vector.VectorEnv:
         if seq_len:
             raise SpecError(
                 "agent.net: a RecurrentNet on Atari frames is not supported; the frames come "
                 "stacked (env.stack_num): use a ConvNet"
             )
-        return _vector(config, config.num_envs, render)
+        return _vector(config, config.num_envs, render_mode)
 
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
         return REWARD_CLIP if config.clip_reward is None else config.reward_clip

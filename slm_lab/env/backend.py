@@ -96,6 +96,14 @@ class EnvBackend(Protocol):
         """What a saved state cannot hold, so that a resume restarts the episodes in progress
         (e.g. a physics engine's native object); None when a resume continues them exactly."""
 
+    def frames(self) -> list[np.ndarray]:
+        """The frames the first env rendered since the last call, oldest first: one after each
+        reset and each step (a backend made with render_mode "rgb_array")."""
+
+    @property
+    def frame_rate(self) -> float:
+        """The frames per second of real time that `frames` show."""
+
     def close(self) -> None: ...
 
 
@@ -113,8 +121,10 @@ class BackendModule(Protocol):
         seed: int,
         clock: Clock,
         gamma: float,
-        render: bool = False,
+        render_mode: str | None = None,
         seq_len: int | None = None,
     ) -> EnvBackend:
         """The backend: `gamma` is the agent's discount (reward normalization's return);
-        `seq_len` stacks each env's last observations (a RecurrentNet's input)."""
+        `render_mode` Gymnasium's: None, "human" (a window) or "rgb_array" (one sync env whose
+        frames a video takes; SpecError when the env cannot render them); `seq_len` stacks each
+        env's last observations (a RecurrentNet's input)."""

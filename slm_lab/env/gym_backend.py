@@ -18,6 +18,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import vector as vw
 
+from slm_lab.env import render
 from slm_lab.env import state as env_state
 from slm_lab.env.backend import EnvInfo, FinishedEpisodes, agent_obs_dtype
 from slm_lab.env.clock import Clock
@@ -92,9 +93,13 @@ def _make_one(
     render_mode: str | None,
     seq_len: int | None = None,
 ) -> gym.Env:
+    """One env with SLM Lab's wrappers; render_mode "rgb_array" adds a FrameRecorder around
+    them all (its frames: `GymVecEnv.frames`)."""
     if render_mode is not None:  # only when asked: not every env takes a render_mode argument
         kwargs = {**kwargs, "render_mode": render_mode}
     env = gym.make(name, max_episode_steps=max_t, **kwargs)
+    if render_mode == render.RENDER_MODE:
+        render.headless()
     if action_repeat > 1:
         env = ActionRepeat(env, action_repeat)
     env = wrap_spaces(env)
@@ -110,6 +115,8 @@ def _make_one(
         # a RecurrentNet reads the last seq_len observations, oldest first, zero-padded after a
         # reset; stacking per sub-env makes the final obs of an autoreset stacked too
         env = gym.wrappers.FrameStackObservation(env, stack_size=seq_len, padding_type="zero")
+    if render_mode == render.RENDER_MODE:
+        env = render.FrameRecorder(env, action_repeat)
     return env
 
 
@@ -119,6 +126,9 @@ class GymVecEnv:
     `seq_len` stacks each env's last seq_len observations into one of shape (seq_len, *obs_shape)
     (for a RecurrentNet). The obs normalizer then keeps statistics per position and feature of
     the stacked shape, zero padding included.
+
+    `render_mode`: None, "human" (a window) or "rgb_array" (one sync env whose frames `frames`
+    returns, for a video).
     """
 
     def __init__(
@@ -127,14 +137,14 @@ class GymVecEnv:
         seed: int,
         clock: Clock,
         gamma: float,
-        render: bool = False,
+        render_mode: str | None = None,
         seq_len: int | None = None,
     ) -> None:
         """`gamma`: the agent's discount, which reward normalization's return uses."""
         self.name = config.name
         self.seed = seed
         self.clock = clock
-        vec = self._vector_env(config, render, seq_len)
+        vec = self._vector_env(config, render_mode, seq_len)
         mode = vec.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode != AutoresetMode.SAME_STEP:
             vec.close()
@@ -175,16 +185,18 @@ class GymVecEnv:
 
     # -- what a family changes (slm_lab.env.atari_backend) --------------------------------------
     def _vector_env(
-        self, config: EnvConfig, render: bool, seq_len: int | None
+        self, config: EnvConfig, render_mode: str | None, seq_len: int | None
     ) -> gym.vector.VectorEnv:
         """The vector env, before the statistics and reward wrappers."""
+        if render_mode == render.RENDER_MODE:
+            render.check_renders(_import_env_module(self.name))
         make_env = partial(
             _make_one,
             self.name,
             config.max_t,
             config.kwargs,
             config.action_repeat,
-            "human" if render else None,
+            render_mode,
             seq_len,
         )
         vec_cls = AsyncVectorEnv if config.vectorization_mode == "async" else SyncVectorEnv
@@ -265,6 +277,18 @@ class GymVecEnv:
     @property
     def obs(self) -> np.ndarray:
         return self._obs
+
+    def frames(self) -> list[np.ndarray]:
+        """The frames the first env rendered since the last call (render_mode "rgb_array")."""
+        return self._frame_recorder().pop()
+
+    @property
+    def frame_rate(self) -> float:
+        """The frames per second of real time that `frames` show."""
+        return self._frame_recorder().fps
+
+    def _frame_recorder(self) -> render.FrameRecorder:
+        return self.vec.unwrapped.envs[0]  # a sync vector env of FrameRecorder-wrapped envs
 
     @property
     def total_reward(self) -> float:

@@ -53,6 +53,7 @@ SESSION_METRICS = (
     "stability",
 )
 TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
+MA_WINDOW = 100  # total_reward_ma: mean of total_reward over this many checkpoint rows
 COUNTER_COLUMNS = ("frame", "t", "epi", "opt_step")  # a row's integer counts
 RETURN_COLUMNS = ("total_reward", "total_reward_ma")
 CLOCK_COLUMNS = (*COUNTER_COLUMNS, "wall_t", "fps")  # not graphed over frames
@@ -149,7 +150,10 @@ def session_metrics(table: Table, baseline: float) -> dict[str, float]:
         "max_strength": float(s.max()),
         "final_strength": float(s[-1]),
         "sample_efficiency": _efficiency(s, frames[has]),
-        "training_efficiency": _efficiency(s, column(table, "opt_step")[has]),
+        # NaN for rows without opt_step (a run folder of an older version)
+        "training_efficiency": _efficiency(s, column(table, "opt_step")[has])
+        if "opt_step" in table
+        else math.nan,
         "stability": 1 - abs(_ratio(drops, s[:-1].sum())),
     }
 
@@ -215,6 +219,18 @@ def write_trial(
     return write_trial_metrics(spec, layout, trial, sessions), eval_metrics
 
 
+def write_session_metrics(
+    table: Table, baseline: float, layout: RunLayout, trial: int, session: int, suffix: str = ""
+) -> dict[str, float]:
+    """A session's metrics and graph of its rows (training's, or with EVAL_SUFFIX the
+    evaluations'), in info/ and graph/; returns the metrics."""
+    metrics = session_metrics(table, baseline)
+    io.write_json(metrics, layout.session_metrics(trial, session, suffix))
+    title = prefix(layout.name, trial, session) + suffix
+    plot_session(table, title, layout.session_graph(trial, session, suffix))
+    return metrics
+
+
 def write_trial_metrics(
     spec: "Spec",
     layout: RunLayout,
@@ -226,11 +242,19 @@ def write_trial_metrics(
     in info/ and graph/ and copied to the run folder."""
     suffix = EVAL_SUFFIX if evaluation else ""
     tables = [read_csv(layout.rows_csv(trial, s, evaluation)) for s in sessions]
-    metrics = trial_metrics(tables, baseline_of(spec.env))
+    return write_trial_tables(tables, baseline_of(spec.env), layout, trial, suffix)
+
+
+def write_trial_tables(
+    tables: Sequence[Table], baseline: float, layout: RunLayout, trial: int, suffix: str = ""
+) -> dict[str, float]:
+    """Trial metrics and graph of the sessions' rows, in info/ and graph/ and copied to the
+    run folder; returns the metrics."""
+    metrics = trial_metrics(tables, baseline)
     metrics_path = layout.trial_metrics(trial, suffix)
     io.write_json(metrics, metrics_path)
     graph_path = layout.trial_graph(trial, suffix)
-    plot_trial(tables, prefix(spec.name, trial) + suffix, graph_path)
+    plot_trial(tables, prefix(layout.name, trial) + suffix, graph_path)
     shutil.copy(metrics_path, layout.root / metrics_path.name)
     shutil.copy(graph_path, layout.root / graph_path.name)
     return metrics

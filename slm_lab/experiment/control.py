@@ -4,10 +4,13 @@ Torch loads only where a session runs: in the pool's processes, or in this proce
 one-session trial and enjoy.
 """
 
+import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from slm_lab.env.backend import EnvBackend
 from slm_lab.env.clock import Clock
 from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.checkpointer import Checkpointer
@@ -18,8 +21,13 @@ from slm_lab.lib.config import SpecError
 from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
 
-ENJOY_TRIAL_INDEX = 10**6
-GRAPHS_MODULE = "matplotlib.figure"  # enjoy seeds its env apart from every training session
+if TYPE_CHECKING:  # torch loads where a session runs, imageio for a recorded replay only
+    from slm_lab.agent.agent import Agent
+    from slm_lab.experiment.video import Video
+
+ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training session
+GRAPHS_MODULE = "matplotlib.figure"
+VIDEO_NAME = "enjoy"  # a recorded replay's video in its enjoy folder: enjoy.mp4 (or .gif)
 
 
 class Trial:
@@ -104,9 +112,18 @@ class Trial:
 
 
 def enjoy(
-    spec: Spec, root: Path, episodes: int, render: bool, session: int = 0, trial: int = 0
-) -> dict[str, float]:
-    """Replay the best checkpoint of a session without training; writes to its own folder."""
+    spec: Spec,
+    root: Path,
+    episodes: int,
+    render: bool = False,
+    session: int = 0,
+    trial: int = 0,
+    record: bool = False,
+) -> dict[str, Any]:
+    """Replay the best checkpoint of a session without training; writes to its own folder.
+    `render` shows the env in a window; `record` writes a video of the episodes there
+    (`VIDEO_NAME`.mp4, or .gif without ffmpeg), played one after another on one env, each from
+    its reset frame to its last step's (T + 1 frames for T steps)."""
     from slm_lab.experiment.session import build, session_seed  # torch: only where it acts
 
     model_path = Checkpointer(RunLayout(root, spec.name), trial, session).model_path()
@@ -115,27 +132,64 @@ def enjoy(
             f"{root}: session {session} of trial {trial} has no checkpoint to replay ({model_path.name} is not in {model_path.parent})"
         )
     model = io.load_torch(model_path)
+    if record:  # one env: the video shows each episode whole
+        one_env = dataclasses.replace(spec.env, num_envs=1, vectorization_mode="sync")
+        spec = dataclasses.replace(spec, env=one_env)
     seed = session_seed(spec.meta.random_seed, ENJOY_TRIAL_INDEX, session)  # fresh episodes
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
-    env, agent = build(spec, seed, clock, render)
+    render_mode = "rgb_array" if record else "human" if render else None
+    env, agent = build(spec, seed, clock, render_mode)
     stats = model["obs_rms"]
     if stats is not None:
         stats = {k: v.numpy() if hasattr(v, "numpy") else v for k, v in stats.items()}
     env.set_obs_stats(stats, frozen=True)
     agent.load_model(model["nets"])
     agent.set_eval()
+    out = enjoy_root(root)
+    result: dict[str, Any] = {}
     env.record_episodes()
-    env.reset()
-    while clock.epi < episodes:
-        env.step(agent.act(env.obs))
-    finished = env.pop_episodes()
-    env.close()
+    try:
+        env.reset()
+        if record:
+            from slm_lab.experiment import video  # imageio: only for a recorded replay
+
+            path = out / f"{VIDEO_NAME}{video.video_suffix()}"
+            with video.video_file(path, env.frame_rate) as recording:
+                recording.add(env.frames())
+                play(env, agent, clock, episodes, recording)
+            result = {"video": str(path), "video_frames": recording.frames}
+        else:
+            play(env, agent, clock, episodes)
+        finished = env.pop_episodes()
+    finally:
+        env.close()
     returns = np.concatenate([f.returns for f in finished])[-episodes:]
+    lengths = np.concatenate([f.lengths for f in finished])[-episodes:]
     result = {
         "episodes": len(returns),
         "mean_return": float(np.mean(returns)),
         "std_return": float(np.std(returns)),
         "checkpoint": str(model_path),
+        "returns": returns.tolist(),
+        "lengths": lengths.tolist(),
+        **result,
     }
-    io.write_json(result, enjoy_root(root) / "enjoy_metrics.json")
+    io.write_json(result, out / "enjoy_metrics.json")
     return result
+
+
+def play(
+    env: EnvBackend,
+    agent: "Agent",
+    clock: Clock,
+    episodes: int,
+    recording: "Video | None" = None,
+) -> None:
+    """Step `env` with `agent` until `episodes` episodes have ended, adding the frames of each
+    step to `recording` (one env): the last episode's end resets the env, and that first frame
+    of an episode not replayed is left out."""
+    while clock.epi < episodes:
+        env.step(agent.act(env.obs))
+        if recording is not None:
+            frames = env.frames()
+            recording.add(frames[:-1] if clock.epi >= episodes else frames)

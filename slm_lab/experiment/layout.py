@@ -30,6 +30,7 @@ EXPERIMENT_DF = "experiment_df.csv"  # a search's table of trials, written when 
 # the rows of the trials that had ended when a search was stopped (Ctrl-C); it resumes
 PARTIAL_EXPERIMENT_DF = "experiment_df_so_far.csv"
 VALIDATION_SUFFIX = "_validate"  # a search's best trial, run again on new seeds
+KEEP_MODELS = 3  # a search's trials that keep their model files, the best by total_reward_ma
 # a trial's or session's spec, or a search's best trial as a spec file
 _PART_SPEC = re.compile(r"(_t\d+(_s\d+)?|_best)_spec\.json$")
 

@@ -15,7 +15,7 @@ from slm_lab.agent.agent import Agent
 from slm_lab.env.backend import EnvBackend, FinishedEpisodes
 from slm_lab.env.clock import Clock
 from slm_lab.experiment import analysis
-from slm_lab.experiment.layout import RunLayout, prefix
+from slm_lab.experiment.layout import RunLayout
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
@@ -162,13 +162,9 @@ class Recorder:
     def analyze(self, rows: list[Row], baseline: float, suffix: str = "") -> dict[str, float]:
         """The session metrics and graph of `rows` (training's, or with EVAL_SUFFIX the
         evaluation's), written; returns the metrics."""
-        table = analysis.rows_table(rows)
-        metrics = analysis.session_metrics(table, baseline)
-        io.write_json(metrics, self.layout.session_metrics(self.trial, self.session, suffix))
-        title = prefix(self.layout.name, self.trial, self.session) + suffix
-        graph = self.layout.session_graph(self.trial, self.session, suffix)
-        analysis.plot_session(table, title, graph)
-        return metrics
+        return analysis.write_session_metrics(
+            analysis.rows_table(rows), baseline, self.layout, self.trial, self.session, suffix
+        )
 
     def close(self, rows: list[Row], eval_rows: list[Row] | None) -> None:
         if self.writer is not None:

@@ -29,7 +29,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from slm_lab.experiment import analysis, record, stop
 from slm_lab.experiment.analysis import TRIAL_METRICS
-from slm_lab.experiment.layout import RunLayout, validation_name
+from slm_lab.experiment.layout import KEEP_MODELS, RunLayout, validation_name
 from slm_lab.experiment.ray_cluster import (
     WorkerStarts,
     concurrent_trials,
@@ -51,7 +51,6 @@ from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
 from slm_lab.spec.search_space import LOG_DISTS, SearchParam, quantize
 
-KEEP_MODELS = 3  # trials that keep their model files, by total_reward_ma
 TOP_TRIALS = 5  # rows of the closing table
 # randn draws through the normal's inverse CDF of a uniform in [EPS, 1 - EPS]: +-6.4 sd
 NORMAL_QUANTILE_EPS = 1e-10
@@ -231,8 +230,11 @@ class Summary:
     best_spec: Path | None
 
 
-def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
-    """Run the search of `spec` (its seed set) in `search_dir`, or resume its unfinished trials."""
+def run(
+    spec: Spec, search_dir: Path, log_level: str, resume: bool, keep: int = KEEP_MODELS
+) -> Summary:
+    """Run the search of `spec` (its seed set) in `search_dir`, or resume its unfinished trials;
+    the best `keep` trials keep their model files at the end (-1: every trial)."""
     search_dir = search_dir.resolve()
     layout = RunLayout(search_dir, spec.name)
     route_ray_logs(layout.ray_log)
@@ -303,7 +305,7 @@ def run(spec: Spec, search_dir: Path, log_level: str, resume: bool) -> Summary:
         so_far = trials_so_far(spec, search_dir, saved)
         io.write_text(table_text(so_far, spec), layout.partial_experiment_df)
         raise SearchStopped(so_far, signum)
-    return finish(spec, search_dir, [grid[i] for i in range(len(grid))])
+    return finish(spec, search_dir, [grid[i] for i in range(len(grid))], keep)
 
 
 def saved_trials(layout: RunLayout) -> list[Any]:
@@ -348,9 +350,10 @@ def trial_rows(
     return trials
 
 
-def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
+def finish(spec: Spec, search_dir: Path, results: list[Any], keep: int = KEEP_MODELS) -> Summary:
     """The experiment table and graph, the best trial's spec file, and model files kept for the
-    best KEEP_MODELS trials only. The table is written last: it marks the search finished."""
+    best `keep` trials only (-1: every trial). The table is written last: it marks the search
+    finished."""
     paths = [p.path for p in spec.search]
     trials = trial_rows(
         spec, search_dir, [(dir_index(r.path), r.metrics, r.error, r.config) for r in results]
@@ -374,18 +377,32 @@ def finish(spec: Spec, search_dir: Path, results: list[Any]) -> Summary:
         run = run.with_values({"name": name, "meta.random_seed": None})
         best_spec = layout.best_spec
         io.write_json({name: run.to_dict()}, best_spec)
-    ranked = sorted(
-        (t for t in trials if not math.isnan(t[METRIC])), key=lambda t: t[METRIC], reverse=True
-    )
-    keep = {t["trial"] for t in ranked[:KEEP_MODELS]}
-    for t in trials:
-        model_dir = layout.trial_dir(t["trial"]).model_dir
-        if t["trial"] not in keep and model_dir.is_dir():
-            for f in model_dir.iterdir():
-                f.unlink()
+    prune_models(layout, trials, keep)
     io.write_text(table_text(trials, spec), layout.experiment_df)
     layout.partial_experiment_df.unlink(missing_ok=True)  # an earlier stop's
     return Summary(trials, best, best_spec)
+
+
+def kept_trials(trials: list[dict[str, Any]], keep: int) -> set[int]:
+    """The indices of the trials that keep their model files: the best `keep` by
+    total_reward_ma (of equal ones the lower index; a trial without the metric never), or every
+    trial for -1."""
+    if keep == -1:
+        return {t["trial"] for t in trials}
+    ranked = sorted(
+        (t for t in trials if not math.isnan(t[METRIC])), key=lambda t: t[METRIC], reverse=True
+    )
+    return {t["trial"] for t in ranked[:keep]}
+
+
+def prune_models(layout: RunLayout, trials: list[dict[str, Any]], keep: int) -> None:
+    """Delete the model files of the trials that `kept_trials` leaves out."""
+    kept = kept_trials(trials, keep)
+    for t in trials:
+        model_dir = layout.trial_dir(t["trial"]).model_dir
+        if t["trial"] not in kept and model_dir.is_dir():
+            for f in model_dir.iterdir():
+                f.unlink()
 
 
 def trial_metrics(spec: Spec, trial_dir: RunLayout, index: int, status: str) -> dict[str, float]:

@@ -43,15 +43,18 @@ def session_seed(base: int, trial: int, session: int) -> int:
     return int(np.random.SeedSequence([base, trial, session]).generate_state(1)[0])
 
 
-def build(spec: Spec, seed: int, clock: Clock, render: bool = False) -> tuple[EnvBackend, Agent]:
+def build(
+    spec: Spec, seed: int, clock: Clock, render_mode: str | None = None
+) -> tuple[EnvBackend, Agent]:
     """A session's env backend and agent on `clock`, with Python, numpy and torch seeded from
-    `seed` first: the same construction for training, evaluation and enjoy."""
+    `seed` first: the same construction for training, evaluation and enjoy. `render_mode`:
+    None, "human" (a window) or "rgb_array" (frames for a video)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     backend = backend_module(spec.env.name)
     seq_len = env_seq_len(spec.agent.net)
-    env = backend.make(spec.env, seed, clock, spec.agent.algorithm.gamma, render, seq_len)
+    env = backend.make(spec.env, seed, clock, spec.agent.algorithm.gamma, render_mode, seq_len)
     return env, Agent(spec.agent, env.info, clock)
 
 
@@ -73,7 +76,8 @@ class Session:
         torch.set_flush_denormal(True)
         torch.set_num_threads(spec.meta.num_threads)  # after the flush: pool threads take it
         self.clock = Clock(spec.env.max_frame, spec.env.num_envs)
-        self.env, self.agent = build(spec, self.seed, self.clock, task.render)
+        render_mode = "human" if task.render else None
+        self.env, self.agent = build(spec, self.seed, self.clock, render_mode)
         self.tracker = MetricsTracker(self.clock, self.env, self.agent)
         self.evaluation = (
             Evaluation(spec, self.env, self.clock, self.agent, self.seed)

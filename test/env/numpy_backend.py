@@ -42,9 +42,11 @@ def make(
     seed: int,
     clock: Clock,
     gamma: float,
-    render: bool = False,
+    render_mode: str | None = None,
     seq_len: int | None = None,
 ) -> "Corridor":
+    if render_mode is not None:
+        raise SpecError(f"{ENV_ID} cannot render (render_mode {render_mode!r})")
     return Corridor(config, seed, clock)
 
 

@@ -113,7 +113,7 @@ def test_continuous_actions_are_the_agents_box_in_minus_one_one() -> None:
 def test_the_single_env_path_gives_the_native_layout(obs_type: str) -> None:
     """Render and ram take single AtariEnvs; their frames are stacked as the native env's."""
     config = config_of(num_envs=1, obs_type=obs_type)
-    native = atari_backend._vector(config, 1, render=False)
+    native = atari_backend._vector(config, 1, render_mode=None)
     single = SyncVectorEnv(
         [functools.partial(atari_backend._single_env, config, None)],
         autoreset_mode=AutoresetMode.SAME_STEP,
