@@ -254,6 +254,8 @@ def run(
             if base == "search":
                 spec_util.check_search_run(spec)
             root = None
+        if base in ("dev", "train"):  # a training run (new or resumed): its sessions start at once
+            spec_util.check_memory_fit(spec, 1 if info.mode == "dev" else spec.meta.max_session)
     except SpecError as e:
         _fail(str(e))
 

@@ -168,7 +168,7 @@ class GymVecEnv:
             config.num_envs,
             agent_obs_dtype(observation_space, float_obs),
             self.vec.action_space.sample,
-            self._frame_stack(observation_space),
+            self.frame_stack(observation_space),
         )
         self._obs: np.ndarray | None = None
         self._finished: list[FinishedEpisodes] | None = None  # kept after `record_episodes`
@@ -193,7 +193,9 @@ class GymVecEnv:
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
         return config.reward_clip
 
-    def _frame_stack(self, observation_space: gym.Space) -> int:
+    @staticmethod
+    def frame_stack(observation_space: gym.Space) -> int:
+        """EnvInfo.frame_stack of an env with this observation space: 1, one frame."""
         return 1
 
     def _env_seed(self, seed: int) -> int:
@@ -335,3 +337,4 @@ class GymVecEnv:
 
 
 make = GymVecEnv  # the backend module's constructor (see slm_lab.env.backend.BackendModule)
+frame_stack = GymVecEnv.frame_stack

@@ -2,14 +2,16 @@
 episode ends with vector envs, dtypes, footprint, exact state round trips, CER, bad specs."""
 
 import copy
+import dataclasses
 import io
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
 import torch
-from conftest import make_spec
+from conftest import invoke, make_spec
 
 from slm_lab.agent.memory import frame_stacks, replay
 from slm_lab.agent.memory.base import Batch, Layout, Transition
@@ -598,3 +600,63 @@ def test_frame_stacks_state_round_trip(cls: type[Replay], use_cer: bool) -> None
     for _ in range(12):
         feed(mems, restarted.step())
         assert_same_batches(*sample_all(mems, restarted_rng))
+
+
+# -- a replay that will not fit ----------------------------------------------------------------
+class VirtualMemory(NamedTuple):
+    available: int
+
+
+DQN_FILE, DQN_NAME = "benchmark/dqn/dqn_cartpole.json", "dqn_cartpole"  # 4 envs, 4 sessions
+
+
+def available(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    monkeypatch.setattr(spec_util.psutil, "virtual_memory", lambda: VirtualMemory(n))
+
+
+def test_fit_check_refuses_replays_beyond_available_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CartPole (4 float32), 1e6 transitions: 1e6 x 34 bytes (obs 16, action 8, reward 4, two
+    flags, final slot 4) + 1024 final slots x 16 + 4 latest obs x 16 = 34,016,448 bytes."""
+    spec = spec_util.load_spec(DQN_FILE, DQN_NAME, values={"agent.memory.max_size": 1_000_000}).spec
+    assert replay_bytes(spec.agent.memory, spec_util.memory_layout(spec)) == 34_016_448
+    available(monkeypatch, 50_000_000)
+    spec_util.check_memory_fit(spec, 1)
+    with pytest.raises(SpecError) as err:
+        spec_util.check_memory_fit(spec, 4)
+    assert str(err.value) == (
+        "agent.memory.max_size: 4 sessions x 34.0 MB replay = 136.1 MB, more than the 50.0 MB "
+        "available; lower max_size or meta.max_session"
+    )
+    available(monkeypatch, 30_000_000)
+    with pytest.raises(
+        SpecError, match=r"1 session x 34.0 MB replay = 34.0 MB, .*; lower max_size$"
+    ):
+        spec_util.check_memory_fit(spec, 1)
+
+
+def test_fit_check_runs_before_training_not_in_check(
+    monkeypatch: pytest.MonkeyPatch, in_tmp: Path
+) -> None:
+    available(monkeypatch, 50_000_000)
+    big = ["-s", "agent.memory.max_size=1000000"]
+    result = invoke(["run", DQN_FILE, DQN_NAME, "train", *big])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
+    assert result.stderr.strip() == (
+        "error: agent.memory.max_size: 4 sessions x 34.0 MB replay = 136.1 MB, more than the "
+        "50.0 MB available; lower max_size or meta.max_session"
+    )
+    assert not (in_tmp / "data").exists()
+    assert invoke(["check", DQN_FILE, DQN_NAME, *big]).exit_code == 0
+
+
+@pytest.mark.atari
+def test_fit_check_counts_atari_replays_frame_by_frame() -> None:
+    """ALE's 4 x 84 x 84 uint8 stacks: the layout validation builds stores them frame by frame."""
+    spec = spec_util.load_spec("benchmark/dqn/dqn_atari.json", "dqn_atari", {"env": "ALE/Pong-v5"})
+    layout = spec_util.memory_layout(spec.spec)
+    assert (layout.obs_shape, layout.obs_dtype, layout.frame_stack) == ((4, 84, 84), np.uint8, 4)
+    memory = spec.spec.agent.memory
+    whole = replay_bytes(memory, dataclasses.replace(layout, frame_stack=1))
+    assert replay_bytes(memory, layout) / whole == pytest.approx(0.2513, abs=5e-4)
