@@ -274,7 +274,9 @@ class AtariVecEnv(GymVecEnv):
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
         return REWARD_CLIP if config.clip_reward is None else config.reward_clip
 
-    def _frame_stack(self, observation_space: gym.Space) -> int:
+    @staticmethod
+    def frame_stack(observation_space: gym.Space) -> int:
+        """The native env's stack_num frames (newest last); 1 for the RAM."""
         return 1 if len(observation_space.shape) == 1 else observation_space.shape[0]
 
     def _env_seed(self, seed: int) -> int:
@@ -293,3 +295,4 @@ class AtariVecEnv(GymVecEnv):
 
 
 make = AtariVecEnv  # the backend module's constructor (see slm_lab.env.backend.BackendModule)
+frame_stack = AtariVecEnv.frame_stack

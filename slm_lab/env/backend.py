@@ -115,6 +115,10 @@ class BackendModule(Protocol):
         """(observation space as the agent sees it, action space as the env declares it);
         SpecError with one line when the env cannot be made."""
 
+    def frame_stack(self, observation_space: gym.Space) -> int:
+        """EnvInfo.frame_stack of its env with this observation space, known before the env is
+        made (validation sizes a replay with it)."""
+
     def make(
         self,
         config: EnvConfig,

@@ -58,7 +58,8 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
         gym.spec(env_id)
     except gym.error.Error:
         module = config.name[: -len(env_id)]  # `module:` of a user's own env, or ""
-        known = [module + k for k in gym.registry]
+        # ale-py registers its legacy ids (Pooyan-v0, ...) too, which SLM Lab refuses: not suggested
+        known = [module + k for k, v in gym.registry.items() if "ale_py" not in str(v.entry_point)]
         raise SpecError(
             f"env.name: {config.name!r} is not a Gymnasium env id{did_you_mean(config.name, known)}"
         ) from None
@@ -178,7 +179,7 @@ class GymVecEnv:
             config.num_envs,
             agent_obs_dtype(observation_space, float_obs),
             self.vec.action_space.sample,
-            self._frame_stack(observation_space),
+            self.frame_stack(observation_space),
         )
         self._obs: np.ndarray | None = None
         self._finished: list[FinishedEpisodes] | None = None  # kept after `record_episodes`
@@ -205,7 +206,9 @@ class GymVecEnv:
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
         return config.reward_clip
 
-    def _frame_stack(self, observation_space: gym.Space) -> int:
+    @staticmethod
+    def frame_stack(observation_space: gym.Space) -> int:
+        """EnvInfo.frame_stack of an env with this observation space: 1, one frame."""
         return 1
 
     def _env_seed(self, seed: int) -> int:
@@ -359,3 +362,4 @@ class GymVecEnv:
 
 
 make = GymVecEnv  # the backend module's constructor (see slm_lab.env.backend.BackendModule)
+frame_stack = GymVecEnv.frame_stack

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 from slm_lab import SPEC_DIR
@@ -24,7 +25,8 @@ from slm_lab.agent.algorithm.config import (
     readers,
 )
 from slm_lab.agent.config import AgentConfig
-from slm_lab.agent.memory.config import MEMORY_CONFIGS, SILMemoryConfig
+from slm_lab.agent.memory.config import MEMORY_CONFIGS, ReplayConfig, SILMemoryConfig
+from slm_lab.agent.memory.layout import Layout, replay_bytes
 from slm_lab.agent.net.config import (
     NET_ROLE_KEYS,
     ROLE_PREFIXES,
@@ -35,7 +37,9 @@ from slm_lab.agent.net.config import (
     OptimSpec,
     check_net_input,
 )
+from slm_lab.env.backend import agent_obs_dtype
 from slm_lab.env.config import EnvConfig
+from slm_lab.env.registry import backend_module
 from slm_lab.env.spaces import is_bounded
 from slm_lab.experiment.config import MetaConfig
 from slm_lab.lib.config import Config, SpecError, did_you_mean
@@ -50,6 +54,7 @@ __all__ = ["SpecError", "did_you_mean", "get_spec", "check_spec", "validate", "S
 NET_SECTIONS = ("agent.net", "agent.critic_net")
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
 EXPLORING_POLICIES = ("epsilon_greedy", "boltzmann")  # the action policies explore_var drives
+BYTE_UNITS = ("B", "KB", "MB", "GB", "TB")
 FRAC_HINT = "give end_frac (a fraction of max_frame) instead to follow the run"  # schedule warnings
 # a ${var} not inside a quoted string: quoted for parsing a template (check of an unfilled spec)
 BARE_VAR_PATTERN = re.compile(r"(?<![\"'\w$])\$\{([^}]*)\}(?![\"'\w])")
@@ -478,6 +483,41 @@ def check_trial_resources(meta: MetaConfig, cpus: float, gpus: float, where: str
             )
 
 
+def check_memory_fit(spec: Spec, sessions: int) -> None:
+    """A replay that will not fit: `sessions` sessions, all running at once, each allocate
+    their replay at the start; refused when together they need more memory than this machine
+    has available now (before a run that would fail or swap midway)."""
+    memory, algo = spec.agent.memory, spec.agent.algorithm
+    if not isinstance(memory, ReplayConfig) or not algo.needs_net:
+        return
+    one = replay_bytes(memory, memory_layout(spec))
+    total, available = sessions * one, psutil.virtual_memory().available
+    if total > available:
+        hint = "max_size or meta.max_session" if sessions > 1 else "max_size"
+        raise SpecError(
+            f"agent.memory.max_size: {sessions} session{'s' if sessions > 1 else ''} x {format_bytes(one)} replay = {format_bytes(total)}, more than the {format_bytes(available)} available; lower {hint}"
+        )
+
+
+def memory_layout(spec: Spec) -> Layout:
+    """The layout of the memory a session of `spec` will build, from its env's spaces."""
+    env = spec.env
+    obs_space, action_space = env_spaces(env)
+    float_obs = env.normalize_obs or env.clip_obs is not None  # as the backend's normalizer
+    obs_dtype = agent_obs_dtype(obs_space, float_obs)
+    frame_stack = backend_module(env.name).frame_stack(obs_space)
+    return Layout.of_spaces(env.num_envs, obs_space, obs_dtype, action_space, frame_stack)
+
+
+def format_bytes(n: float) -> str:
+    """`n` bytes in decimal units with one decimal: 5.6 GB."""
+    for unit in BYTE_UNITS[:-1]:
+        if n < 1000:
+            return f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} {BYTE_UNITS[-1]}"
+
+
 def schedule_warnings(spec: Spec) -> list[str]:
     """The frame-based schedules written in absolute frames that do not fit this run's
     max_frame: an LR, entropy or clip schedule that ends before or after it, an exploration or
@@ -547,8 +587,6 @@ def warn_schedules(spec: Spec) -> None:
 def env_spaces(env: EnvConfig) -> tuple[Any, Any]:
     """(observation space as the agent sees it, action space) of the env a spec names, from
     the backend that runs it."""
-    from slm_lab.env.registry import backend_module  # the env's backend loads only here
-
     return backend_module(env.name).spaces(env)
 
 

@@ -2,18 +2,21 @@
 episode ends with vector envs, dtypes, footprint, exact state round trips, CER, bad specs."""
 
 import copy
+import dataclasses
 import io
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
 import torch
-from conftest import make_spec
+from conftest import invoke, make_spec
 
-from slm_lab.agent.memory import replay
+from slm_lab.agent.memory import frame_stacks, replay
 from slm_lab.agent.memory.base import Batch, Layout, Transition
 from slm_lab.agent.memory.config import PrioritizedReplayConfig, ReplayConfig
+from slm_lab.agent.memory.layout import replay_bytes
 from slm_lab.agent.memory.registry import MEMORIES
 from slm_lab.agent.memory.replay import PrioritizedReplay, Replay
 from slm_lab.agent.memory.sum_tree import SumTree
@@ -265,7 +268,7 @@ def test_final_obs_ring_grows_after_wrapping(monkeypatch: pytest.MonkeyPatch) ->
     for t in range(40):
         ends = [t % 4] if t < 20 and t % 3 == 0 else [0, 1, 2, 3] if t >= 20 else []
         stream.step(mem, truncated=ends)
-        sizes.append(len(mem.final_obs))
+        sizes.append(len(mem.finals.values))
         seen: set[int] = set()
         for _ in range(60):
             seen |= check_batch(mem.sample(CPU), stream.truth)
@@ -282,8 +285,8 @@ def test_uint8_observations_stay_uint8() -> None:
     batch = mem.sample(CPU)
     assert batch.obs.dtype == torch.uint8 and batch.next_obs.dtype == torch.uint8
     assert batch.next_obs.tolist() == (obs[:2] + 1).tolist()
-    arrays = [v for v in vars(mem).values() if isinstance(v, np.ndarray)] + [mem.data["obs"]]
-    assert all(a.dtype == np.uint8 for a in arrays if a.shape[-2:] == (3, 3))
+    arrays = [mem.data["obs"], mem.finals.values, mem.latest_next_obs]
+    assert all(a.dtype == np.uint8 for a in arrays)
 
 
 @pytest.mark.parametrize("num_envs", [1, 16])
@@ -293,9 +296,7 @@ def test_float_max_size_and_footprint(num_envs: int) -> None:
     )
     assert mem.capacity == 1_000_000
     one_copy = 1_000_000 * (4 * 4 + 8 + 4 + 1 + 1)  # obs + action + reward + two flags
-    arrays = [v for v in vars(mem).values() if isinstance(v, np.ndarray)]
-    total = sum(a.nbytes for a in arrays + list(mem.data.values()))
-    assert total < 1.3 * one_copy
+    assert mem.nbytes < 1.3 * one_copy
 
 
 def test_use_cer_puts_the_newest_transitions_in_every_batch() -> None:
@@ -416,3 +417,246 @@ def test_spec_validation_of_memory_values(memory: dict[str, Any], message: str) 
 
 def test_registered() -> None:
     assert MEMORIES["Replay"] is Replay and MEMORIES["PrioritizedReplay"] is PrioritizedReplay
+
+
+# -- frame stacks ------------------------------------------------------------------------------
+K = 4  # frames per obs, as Atari's
+FRAME = (6, 6)  # small frames keep the tests fast; the layout does not depend on their size
+
+
+def stack_layout(num_envs: int, frame_stack: int, frame: tuple[int, ...] = FRAME) -> Layout:
+    """Layout of uint8 stacks of K frames: stored whole (frame_stack 1) or frame by frame (K)."""
+    return Layout(num_envs, (K, *frame), np.dtype(np.uint8), (), np.dtype(np.int64), frame_stack)
+
+
+class StackStream:
+    """Vector-env steps whose obs are stacks of K random frames, newest last, each env's stack
+    shifting by one new frame per step. Per env and step, at random: the episode goes on; a
+    life is lost (terminated, and the stack goes on); a game over or time limit (the final obs
+    goes on, the next obs restarts zero-padded); or what an env may also do: a restart whose
+    older frames are not zeros (no episode end, or with one), a final obs that does not continue
+    the obs. `restart()` gives every env a stack that continues nothing (a resume)."""
+
+    def __init__(self, num_envs: int, seed: int = 0) -> None:
+        self.n = num_envs
+        self.rng = np.random.default_rng(seed)
+        self.obs = self._padded(num_envs)
+
+    def _frames(self, n: int, count: int = 1) -> np.ndarray:
+        return self.rng.integers(1, 256, (n, count, *FRAME), dtype=np.uint8)
+
+    def _padded(self, n: int) -> np.ndarray:
+        obs = np.zeros((n, K, *FRAME), dtype=np.uint8)
+        obs[:, -1:] = self._frames(n)
+        return obs
+
+    def restart(self) -> None:
+        self.obs = self._frames(self.n, K)
+
+    def step(self) -> Transition:
+        n, u = self.n, self.rng.random(self.n)
+        going_on = np.concatenate([self.obs[:, 1:], self._frames(n)], axis=1)
+        life_lost, ended = u < 0.06, (u >= 0.06) & (u < 0.16)
+        odd_restart, odd_final = (u >= 0.16) & (u < 0.2), (u >= 0.2) & (u < 0.23)
+        truncated = ended & (self.rng.random(n) < 0.5)
+        terminated = life_lost | (ended & ~truncated) | odd_final
+        finals = going_on.copy()
+        finals[odd_final] = self._frames(int(odd_final.sum()), K)
+        following = going_on.copy()
+        restarts = ended | odd_final
+        following[restarts] = self._padded(int(restarts.sum()))
+        following[odd_restart] = self._frames(int(odd_restart.sum()), K)
+        following[odd_restart, 0] = 0  # padding that is partly zero is still kept
+        actions = self.rng.integers(0, 6, n)
+        rewards = self.rng.standard_normal(n).astype(np.float32)
+        t = Transition(self.obs, actions, rewards, finals, terminated, truncated)
+        self.obs = following
+        return t
+
+
+def assert_same_batches(a: Batch, b: Batch) -> None:
+    for k, x, y in zip(Batch._fields, a, b, strict=True):
+        assert (x is None) == (y is None), k
+        assert x is None or (x.dtype == y.dtype and torch.equal(x, y)), k
+
+
+def stack_memories(cls: type[Replay], num_envs: int, **spec: Any) -> tuple[Replay, Replay]:
+    """A plain replay of whole stacks and a frame-stack one, with the same sampler state."""
+    config = memory_config(cls, **spec)
+    plain = cls(config, stack_layout(num_envs, 1), 1, MAX_FRAME)
+    stacked = cls(config, stack_layout(num_envs, K), 1, MAX_FRAME)
+    assert stacked.stacks is not None and "obs" not in stacked.data and plain.stacks is None
+    return plain, stacked
+
+
+def feed(mems: list[Replay], t: Transition) -> None:
+    for mem in mems:
+        mem.add(t)
+
+
+def sample_all(mems: list[Replay], rng: np.random.Generator) -> list[Batch]:
+    """One batch from each memory; PER priorities then updated the same way in each."""
+    batches = [mem.sample(CPU) for mem in mems]
+    if batches[0].idxs is not None:
+        td_errors = torch.as_tensor(rng.standard_normal(len(batches[0].idxs)))
+        for mem, batch in zip(mems, batches, strict=True):
+            mem.update_priorities(batch.idxs, td_errors)
+    return batches
+
+
+@pytest.mark.parametrize("cls", [Replay, PrioritizedReplay])
+@pytest.mark.parametrize("use_cer", [False, True])
+@pytest.mark.parametrize(("num_envs", "max_size"), [(3, 24), (4, 10), (2, 2)])
+def test_frame_stacks_sample_what_whole_stacks_do(
+    cls: type[Replay], use_cer: bool, num_envs: int, max_size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same transitions (restarts, life losses, odd finals) in a replay of whole stacks and
+    in one of frames sample the same batches, bit for bit, across many wraps of the capacity
+    (even one row, fewer than K) and while both rings grow from 2 slots."""
+    monkeypatch.setattr(replay, "INITIAL_FINAL_SLOTS", 2)
+    monkeypatch.setattr(frame_stacks, "INITIAL_OLDER_SLOTS", 2)
+    batch_size = min(8, max_size)
+    mems = stack_memories(cls, num_envs, max_size=max_size, batch_size=batch_size, use_cer=use_cer)
+    stream, rng = StackStream(num_envs), np.random.default_rng(1)
+    for step in range(120):
+        feed(mems, stream.step())
+        if step == 60:
+            stream.restart()  # an env that continues nothing, without an episode end
+        if mems[0].ready():
+            assert_same_batches(*sample_all(mems, rng))
+    finals, older = len(mems[1].finals.values), len(mems[1].stacks.older.values)
+    assert older > 2 and (finals > 2 or finals == mems[1].capacity)
+
+
+def test_frame_stacks_of_floats_are_kept_bit_for_bit() -> None:
+    """Float stacks (k = 2, one env): a restart padded with -0.0 is not zero padding, and a
+    frame with a NaN still continues its stack; every batch has the bytes whole stacks give."""
+    nan, config = float("nan"), memory_config(Replay, max_size=4, batch_size=4)
+    mems = [
+        Replay(config, Layout(1, (2, 3), np.dtype(np.float32), (), np.dtype(np.int64), k), 1, 1)
+        for k in (1, 2)
+    ]
+    frames = np.array([[-0.0] * 3, [1, nan, 2], [3, 4, 5], [-0.0] * 3, [6, 7, 8], [9, 9, 9]])
+    stacks = frames[[[0, 1], [1, 2], [3, 4], [4, 5]]].astype(np.float32)[:, None]
+    no = np.zeros(1, dtype=np.bool_)
+    for obs, next_obs in zip(stacks, [*stacks[1:], stacks[3]], strict=True):
+        feed(
+            mems, Transition(obs, np.zeros(1, np.int64), np.zeros(1, np.float32), next_obs, no, no)
+        )
+        for _ in range(4):
+            plain, stacked = (m.sample(CPU) for m in mems)
+            for x, y in zip(plain, stacked, strict=True):
+                assert (x is None and y is None) or x.numpy().tobytes() == y.numpy().tobytes()
+    assert mems[1].stacks.older.count == 2  # the first obs and the -0.0 restart
+
+
+def test_frame_stacks_hold_a_quarter_of_the_memory() -> None:
+    """Atari's 4 x 84 x 84 uint8 stacks, 16 envs, 5e4 transitions: the frame-stack replay's
+    arrays (nbytes) are 0.2525 of the plain one's (1/4 plus the flags, the actions and the
+    rings' first slots), and both are what replay_bytes says before they exist."""
+    config = memory_config(Replay, max_size=50_000, batch_size=32)
+    plain, stacked = (Replay(config, stack_layout(16, k, (84, 84)), 1, MAX_FRAME) for k in (1, K))
+    assert plain.nbytes == replay_bytes(config, stack_layout(16, 1, (84, 84)))
+    assert stacked.nbytes == replay_bytes(config, stack_layout(16, K, (84, 84)))
+    assert stacked.nbytes / plain.nbytes == pytest.approx(0.2525, abs=5e-4)
+
+
+@pytest.mark.parametrize("cls", [Replay, PrioritizedReplay])
+@pytest.mark.parametrize("frame_stack", [1, K])
+def test_replay_bytes_is_what_a_replay_allocates(cls: type[Replay], frame_stack: int) -> None:
+    for num_envs, max_size in ((1, 5), (3, 100), (16, 5000)):
+        config = memory_config(cls, max_size=max_size, batch_size=4)
+        layout = stack_layout(num_envs, frame_stack)
+        assert cls(config, layout, 1, MAX_FRAME).nbytes == replay_bytes(config, layout)
+
+
+@pytest.mark.parametrize("cls", [Replay, PrioritizedReplay])
+@pytest.mark.parametrize("use_cer", [False, True])
+def test_frame_stacks_state_round_trip(cls: type[Replay], use_cer: bool) -> None:
+    """Saved and loaded after wrapping, a frame-stack replay samples what the uninterrupted one
+    does; where the env restarted its episodes at the resume, what a replay of whole stacks
+    saved and loaded at the same point does (the newest row's successors kept)."""
+    spec = {"max_size": 21, "batch_size": 6, "use_cer": use_cer}
+    plain, stacked = stack_memories(cls, 3, **spec)
+    stream, rng = StackStream(3), np.random.default_rng(1)
+    for _ in range(17):
+        feed([plain, stacked], stream.step())
+        sample_all([plain, stacked], rng)
+    plain_state, stacked_state = (round_trip(m.state_dict()) for m in (plain, stacked))
+    torch.manual_seed(1)  # a different seed: the sampler's state must come from the checkpoint
+
+    def loaded(state: dict[str, Any], frame_stack: int) -> Replay:
+        mem = cls(memory_config(cls, **spec), stack_layout(3, frame_stack), 1, MAX_FRAME)
+        mem.load_state_dict(state)
+        return mem
+
+    restarted, restarted_rng = copy.deepcopy(stream), copy.deepcopy(rng)
+    resumed = loaded(stacked_state, K)
+    for _ in range(12):
+        feed([stacked, resumed], stream.step())
+        assert_same_batches(*sample_all([stacked, resumed], rng))
+    mems = [loaded(plain_state, 1), loaded(stacked_state, K)]
+    restarted.restart()
+    for _ in range(12):
+        feed(mems, restarted.step())
+        assert_same_batches(*sample_all(mems, restarted_rng))
+
+
+# -- a replay that will not fit ----------------------------------------------------------------
+class VirtualMemory(NamedTuple):
+    available: int
+
+
+DQN_FILE, DQN_NAME = "benchmark/dqn/dqn_cartpole.json", "dqn_cartpole"  # 4 envs, 4 sessions
+
+
+def available(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    monkeypatch.setattr(spec_util.psutil, "virtual_memory", lambda: VirtualMemory(n))
+
+
+def test_fit_check_refuses_replays_beyond_available_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CartPole (4 float32), 1e6 transitions: 1e6 x 34 bytes (obs 16, action 8, reward 4, two
+    flags, final slot 4) + 1024 final slots x 16 + 4 latest obs x 16 = 34,016,448 bytes."""
+    spec = spec_util.load_spec(DQN_FILE, DQN_NAME, values={"agent.memory.max_size": 1_000_000}).spec
+    assert replay_bytes(spec.agent.memory, spec_util.memory_layout(spec)) == 34_016_448
+    available(monkeypatch, 50_000_000)
+    spec_util.check_memory_fit(spec, 1)
+    with pytest.raises(SpecError) as err:
+        spec_util.check_memory_fit(spec, 4)
+    assert str(err.value) == (
+        "agent.memory.max_size: 4 sessions x 34.0 MB replay = 136.1 MB, more than the 50.0 MB "
+        "available; lower max_size or meta.max_session"
+    )
+    available(monkeypatch, 30_000_000)
+    with pytest.raises(
+        SpecError, match=r"1 session x 34.0 MB replay = 34.0 MB, .*; lower max_size$"
+    ):
+        spec_util.check_memory_fit(spec, 1)
+
+
+def test_fit_check_runs_before_training_not_in_check(
+    monkeypatch: pytest.MonkeyPatch, in_tmp: Path
+) -> None:
+    available(monkeypatch, 50_000_000)
+    big = ["-s", "agent.memory.max_size=1000000"]
+    result = invoke(["run", DQN_FILE, DQN_NAME, "train", *big])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
+    assert result.stderr.strip() == (
+        "error: agent.memory.max_size: 4 sessions x 34.0 MB replay = 136.1 MB, more than the "
+        "50.0 MB available; lower max_size or meta.max_session"
+    )
+    assert not (in_tmp / "data").exists()
+    assert invoke(["check", DQN_FILE, DQN_NAME, *big]).exit_code == 0
+
+
+@pytest.mark.atari
+def test_fit_check_counts_atari_replays_frame_by_frame() -> None:
+    """ALE's 4 x 84 x 84 uint8 stacks: the layout validation builds stores them frame by frame."""
+    spec = spec_util.load_spec("benchmark/dqn/dqn_atari.json", "dqn_atari", {"env": "ALE/Pong-v5"})
+    layout = spec_util.memory_layout(spec.spec)
+    assert (layout.obs_shape, layout.obs_dtype, layout.frame_stack) == ((4, 84, 84), np.uint8, 4)
+    memory = spec.spec.agent.memory
+    whole = replay_bytes(memory, dataclasses.replace(layout, frame_stack=1))
+    assert replay_bytes(memory, layout) / whole == pytest.approx(0.2513, abs=5e-4)

@@ -5,13 +5,11 @@ hands it to the agent. A `Batch` is what a memory hands an algorithm, as tensors
 named after the math: on-policy memories give [T, N, ...] (time, env), replays [B, ...].
 """
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-import numpy as np
 import torch
 
-from slm_lab.env.backend import EnvInfo
+from slm_lab.agent.memory.layout import Layout
 from slm_lab.env.transition import Transition
 
 __all__ = ["Batch", "Layout", "Memory", "Transition", "UnprioritizedMemory"]
@@ -26,29 +24,6 @@ class Batch(NamedTuple):
     dones: torch.Tensor | None = None  # the episode ended here (terminated or truncated)
     weights: torch.Tensor | None = None  # prioritized replay: importance-sampling weights
     idxs: torch.Tensor | None = None  # prioritized replay: the transitions' leaves
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Shapes and dtypes of what a memory stores, from the env's spaces."""
-
-    num_envs: int
-    obs_shape: tuple[int, ...]
-    obs_dtype: np.dtype
-    action_shape: tuple[int, ...]
-    action_dtype: np.dtype
-
-    @classmethod
-    def of(cls, env: EnvInfo) -> "Layout":
-        """The layout of an env's steps as the agent receives them."""
-        discrete = env.is_discrete
-        return cls(
-            env.num_envs,
-            env.observation_space.shape,
-            env.obs_dtype,
-            () if discrete else env.action_space.shape,
-            np.dtype(np.int64 if discrete else np.float32),
-        )
 
 
 class Memory(Protocol):

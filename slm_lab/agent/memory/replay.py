@@ -7,17 +7,26 @@ row * num_envs + env, which is also its sum-tree leaf in PER.
 
 Next observations are not stored twice. The successor of transition (row t, env e) is:
 - obs[t + 1, e], the obs the same env passed to the next `add`, when the episode went on;
-- a slot of `final_obs` when the transition ended an episode (terminated or truncated): the next
-  obs of that env is a reset obs, so the true final obs is kept apart. `final_obs` is a FIFO ring
-  in row order, filled only by episode ends: `final_idx[t, e]` names the slot (-1: none). When a
-  row is overwritten its slots are the ring's oldest, so they are released from its head; the
-  ring doubles (up to capacity) when more episode ends are live than it holds, which is rare and
-  sized by how often episodes end, never by the frames (no full-size second frame store);
+- a slot of the `finals` ring when the transition ended an episode (terminated or truncated):
+  the next obs of that env is a reset obs, so the true final obs is kept apart. The ring is a
+  FIFO in row order, filled only by episode ends: `final_idx[t, e]` names the slot (-1: none).
+  When a row is overwritten its slots are the ring's oldest, so they are released from its head;
+  the ring doubles (up to capacity) when more episode ends are live than it holds, which is rare
+  and sized by how often episodes end, never by the frames (no full-size second frame store);
 - `latest_next_obs[e]` for the newest row, whose next row is not written yet.
 Overwriting row t makes it the newest row, so the old successors of row t - 1 stay right (obs of
 row t is the new obs that followed) and no transition ever reads a stale or cross-episode frame.
 On `load_state_dict`, the newest row's successors are copied into the ring too, so a resume
 whose env restarts its episodes (next obs no longer the successor) cannot corrupt them.
+
+Frame stacks (`Layout.frame_stack` k > 1, Atari's 4 x 84 x 84 uint8) are not stored whole: an
+obs overlaps the one before it in all but its newest frame, so `stacks` (frame_stacks.FrameStacks)
+keeps one frame per env and step, plus the older frames of stacks that do not continue the one
+before (none for a reset's zero padding), and the `finals` ring keeps the final obs's newest
+frame only. `sample` rebuilds obs and next_obs, bit for bit what the whole stacks were: about 1/k
+of the memory, the same batches from the same draws. Indices, rows and CER are unchanged. A
+resume pins the newest row's successors the same way, and its first `add` compares the obs with
+the saved last one, so an env that restarted its episodes starts new stacks.
 
 Sampling draws with replacement from the memory's own numpy Generator, seeded from
 `torch.initial_seed()` at construction (a seeded session samples the same batches); its state is
@@ -36,9 +45,10 @@ import torch
 
 from slm_lab.agent.memory.base import Batch, Layout, Transition
 from slm_lab.agent.memory.config import PrioritizedReplayConfig, ReplayConfig
+from slm_lab.agent.memory.frame_stacks import FrameStacks
+from slm_lab.agent.memory.layout import INITIAL_FINAL_SLOTS
+from slm_lab.agent.memory.ring import Ring
 from slm_lab.agent.memory.sum_tree import SumTree
-
-INITIAL_FINAL_SLOTS = 1024  # final-obs ring size to start with; it doubles as needed
 
 
 def _to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -61,19 +71,25 @@ class Replay:
         self.capacity = self.capacity_steps * num_envs
         self.obs_shape, self.obs_dtype = obs_shape, obs_dtype
         rows = (self.capacity_steps, num_envs)
+        # frame stacks: one frame per env and step in `stacks`, the final ring holds frames
+        self.stacks = (
+            FrameStacks(self.capacity_steps, num_envs, obs_shape, obs_dtype)
+            if layout.frame_stack > 1
+            else None
+        )
         self.data = {
-            "obs": np.zeros(rows + obs_shape, dtype=obs_dtype),
             "actions": np.zeros(rows + action_shape, dtype=action_dtype),
             "rewards": np.zeros(rows, dtype=np.float32),
             "terminateds": np.zeros(rows, dtype=np.bool_),
             "dones": np.zeros(rows, dtype=np.bool_),
         }
+        if self.stacks is None:
+            self.data["obs"] = np.zeros(rows + obs_shape, dtype=obs_dtype)
         self.final_idx = np.full(rows, -1, dtype=np.int32)
-        self.final_obs = np.zeros(
-            (min(INITIAL_FINAL_SLOTS, self.capacity),) + obs_shape, dtype=obs_dtype
+        final_shape = obs_shape if self.stacks is None else obs_shape[1:]
+        self.finals = Ring(
+            INITIAL_FINAL_SLOTS, final_shape, obs_dtype, self.capacity, [self.final_idx]
         )
-        self.final_head = 0  # ring slot of the oldest live final obs
-        self.final_count = 0
         self.latest_next_obs = np.zeros((num_envs,) + obs_shape, dtype=obs_dtype)
         self.head = 0  # the row the next add writes
         self.num_rows = 0
@@ -83,47 +99,38 @@ class Replay:
     def add(self, t: Transition) -> None:
         d, r = self.data, self.head
         if self.num_rows == self.capacity_steps:  # row r is the oldest: release its final obs
-            self._release_finals(int(np.count_nonzero(self.final_idx[r] >= 0)))
+            self.finals.release(int(np.count_nonzero(self.final_idx[r] >= 0)))
             self.final_idx[r] = -1
-        d["obs"][r] = t.obs
+        if self.stacks is None:
+            d["obs"][r] = t.obs
+        else:
+            self.stacks.add(r, t.obs)
         d["actions"][r] = t.actions
         d["rewards"][r] = t.rewards
         d["terminateds"][r] = t.terminateds
         dones = np.logical_or(t.terminateds, t.truncateds, out=d["dones"][r])
         if dones.any():
-            self.final_idx[r, dones] = self._push_finals(t.next_obs[dones])
+            self.final_idx[r, dones] = self._push_finals(dones, t.next_obs[dones])
         self.latest_next_obs[...] = t.next_obs
         self.head = (r + 1) % self.capacity_steps
         self.num_rows = min(self.num_rows + 1, self.capacity_steps)
 
-    def _push_finals(self, finals: np.ndarray) -> np.ndarray:
-        n = len(finals)
-        if self.final_count + n > len(self.final_obs):
-            self._grow_finals(self.final_count + n)
-        slots = (self.final_head + self.final_count + np.arange(n)) % len(self.final_obs)
-        self.final_obs[slots] = finals
-        self.final_count += n
-        return slots
-
-    def _release_finals(self, n: int) -> None:
-        self.final_head = (self.final_head + n) % len(self.final_obs)
-        self.final_count -= n
-
-    def _grow_finals(self, needed: int) -> None:
-        size = len(self.final_obs)
-        new_size = min(max(2 * size, needed), self.capacity)
-        new = np.zeros((new_size,) + self.obs_shape, dtype=self.obs_dtype)
-        new[: self.final_count] = self.final_obs[
-            (self.final_head + np.arange(self.final_count)) % size
-        ]
-        live = self.final_idx >= 0
-        self.final_idx[live] = (self.final_idx[live] - self.final_head) % size
-        self.final_obs, self.final_head = new, 0
+    def _push_finals(self, ended: np.ndarray, finals: np.ndarray) -> np.ndarray:
+        """Ring slots of the final obs `finals` of the newest row's envs `ended` (a mask)."""
+        if self.stacks is not None:
+            finals = self.stacks.add_finals(ended, finals)
+        return self.finals.push(finals)
 
     # -- reading -----------------------------------------------------------------------------
     @property
     def size(self) -> int:
         return self.num_rows * self.num_envs
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the memory's arrays (see layout.replay_bytes for a new one's)."""
+        arrays = [*self.data.values(), self.final_idx, self.finals.values, self.latest_next_obs]
+        return sum(a.nbytes for a in arrays) + (0 if self.stacks is None else self.stacks.nbytes)
 
     def ready(self) -> bool:
         return self.size >= self.batch_size
@@ -147,10 +154,19 @@ class Replay:
         """The transitions at flat indices `idxs`, as tensors named as Batch's fields."""
         rows, envs = np.divmod(idxs, self.num_envs)
         batch = {k: v[rows, envs] for k, v in self.data.items()}
-        next_obs = self.data["obs"][(rows + 1) % self.capacity_steps, envs]
         slots = self.final_idx[rows, envs]
         ended = slots >= 0
-        next_obs[ended] = self.final_obs[slots[ended]]
+        if self.stacks is None:
+            next_obs = self.data["obs"][(rows + 1) % self.capacity_steps, envs]
+            next_obs[ended] = self.finals.values[slots[ended]]
+        else:  # obs and next_obs (the next row's obs) rebuilt in one go
+            next_idxs = (idxs + self.num_envs) % self.capacity
+            obs, next_obs = np.split(self.stacks.stacks(np.concatenate([idxs, next_idxs])), 2)
+            batch["obs"] = obs
+            if ended.any():
+                next_obs[ended] = self.stacks.final_stacks(
+                    idxs[ended], obs[ended], self.finals.values[slots[ended]]
+                )
         newest = (rows == (self.head - 1) % self.capacity_steps) & ~ended
         next_obs[newest] = self.latest_next_obs[envs[newest]]
         batch["next_obs"] = next_obs
@@ -172,19 +188,22 @@ class Replay:
     # -- state -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         n = self.num_rows
-        return {
+        state = {
             "capacity_steps": self.capacity_steps,
             "num_envs": self.num_envs,
             "head": self.head,
             "num_rows": n,
             "data": {k: torch.from_numpy(v[:n]) for k, v in self.data.items()},
             "final_idx": torch.from_numpy(self.final_idx[:n]),
-            "final_obs": torch.from_numpy(self.final_obs),
-            "final_head": self.final_head,
-            "final_count": self.final_count,
+            "final_obs": torch.from_numpy(self.finals.values),
+            "final_head": self.finals.head,
+            "final_count": self.finals.count,
             "latest_next_obs": torch.from_numpy(self.latest_next_obs),
             "rng": self.rng.bit_generator.state,
         }
+        if self.stacks is not None:
+            state["frame_stacks"] = self.stacks.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = (state["capacity_steps"], state["num_envs"])
@@ -199,15 +218,22 @@ class Replay:
             self.data[k][:n] = v.numpy()
         self.final_idx[:] = -1
         self.final_idx[:n] = state["final_idx"].numpy()
-        self.final_obs = state["final_obs"].numpy().copy()
-        self.final_head, self.final_count = state["final_head"], state["final_count"]
+        self.finals.load_state_dict(
+            {
+                "values": state["final_obs"],
+                "head": state["final_head"],
+                "count": state["final_count"],
+            }
+        )
         self.latest_next_obs[...] = state["latest_next_obs"].numpy()
         self.rng.bit_generator.state = state["rng"]
+        if self.stacks is not None:
+            self.stacks.load_state_dict(state["frame_stacks"])
         if n:  # the newest row's successors no longer depend on what the next add passes
             newest_row = (self.head - 1) % self.capacity_steps
             open_envs = self.final_idx[newest_row] < 0
             self.final_idx[newest_row, open_envs] = self._push_finals(
-                self.latest_next_obs[open_envs]
+                open_envs, self.latest_next_obs[open_envs]
             )
 
 
@@ -241,6 +267,10 @@ class PrioritizedReplay(Replay):
         super().add(t)
         leaves = row * self.num_envs + np.arange(self.num_envs)
         self.tree.update(leaves, np.full(self.num_envs, self.max_priority))
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + self.tree.tree.nbytes
 
     def anneal(self, frame: int) -> None:
         frac = min(frame / self.beta_end_step, 1.0)
