@@ -38,7 +38,7 @@ from gymnasium.wrappers import vector as vw
 
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.gym_backend import GymVecEnv
-from slm_lab.lib.config import SpecError, did_you_mean
+from slm_lab.lib.config import UNSET, SpecError, did_you_mean
 
 REWARD_CLIP = (-1.0, 1.0)  # the training rewards' default range, as DQN's and ALE v5's
 # ale-py's native vector env options a spec may set (ALE's own reward clipping, episodic life
@@ -119,7 +119,7 @@ def _check(config: EnvConfig) -> None:
         raise SpecError(
             "env.action_repeat: ALE repeats actions itself; set env.frameskip instead (4 by default)"
         )
-    if config.normalize_obs or config.clip_obs is not None:
+    if config.normalize_obs or config.obs_clip is not None:
         key = "normalize_obs" if config.normalize_obs else "clip_obs"
         raise SpecError(
             f"env.{key}: Atari frames are uint8 pixels, scaled by the net (agent.net.normalize: "
@@ -245,7 +245,9 @@ class AtariVecEnv(GymVecEnv):
         return _vector(config, config.num_envs, render)
 
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
-        return REWARD_CLIP if config.clip_reward is None else config.reward_clip
+        # not set or null: ALE's [-1, 1], whatever normalize_reward (false turns it off)
+        clip = config.clip_reward
+        return REWARD_CLIP if clip is UNSET or clip is None else config.reward_clip
 
     def _frame_stack(self, observation_space: gym.Space) -> int:
         return 1 if len(observation_space.shape) == 1 else observation_space.shape[0]

@@ -158,7 +158,7 @@ class GymVecEnv:
         self.vec = vec
         observation_space = vec.single_observation_space
         self.obs_norm = ObsNormalizer(
-            observation_space.shape, config.normalize_obs, config.clip_obs
+            observation_space.shape, config.normalize_obs, config.obs_clip
         )
         float_obs = self.obs_norm.rms is not None or self.obs_norm.clip is not None
         self.vec.action_space.seed(seed)

@@ -70,7 +70,7 @@ class Evaluation:
             num_envs=min(spec.env.num_envs, self.episodes),
             reward_scale=None,
             normalize_reward=False,
-            clip_reward=None,
+            clip_reward=False,  # off, Atari's default clip included
         )
         seed = evaluation_seed(session_seed, 0)  # each evaluation reseeds it
         with seeded(seed):  # whatever building the env draws from the global RNGs
