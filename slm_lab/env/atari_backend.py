@@ -195,9 +195,14 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
+def _single_envs(config: EnvConfig, render: bool) -> bool:
+    """Whether the games run as single AtariEnvs in a Gymnasium vector env (RAM, rendering)."""
+    return render or config.kwargs.get("obs_type") == "ram"
+
+
 def _vector(config: EnvConfig, num_envs: int, render: bool) -> gym.vector.VectorEnv:
     _check(config)
-    if render or config.kwargs.get("obs_type") == "ram":
+    if _single_envs(config, render):
         make = functools.partial(_single_env, config, "human" if render else None)
         vec = SyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
     else:
@@ -235,14 +240,16 @@ class AtariVecEnv(GymVecEnv):
         super().__init__(config, *args, **kwargs)
 
     def _vector_env(
-        self, config: EnvConfig, render: bool, seq_len: int | None
-    ) -> gym.vector.VectorEnv:
+        self, config: EnvConfig, render: bool, seq_len: int | None, cpus: int
+    ) -> tuple[gym.vector.VectorEnv, str]:
         if seq_len:
             raise SpecError(
                 "agent.net: a RecurrentNet on Atari frames is not supported; the frames come "
                 "stacked (env.stack_num): use a ConvNet"
             )
-        return _vector(config, config.num_envs, render)
+        single = _single_envs(config, render)
+        how = "sync (single ALE envs)" if single else "ale-py's native vector env (threads)"
+        return _vector(config, config.num_envs, render), how
 
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
         # not set or null: ALE's [-1, 1], whatever normalize_reward (false turns it off)

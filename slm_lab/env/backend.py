@@ -58,6 +58,7 @@ class EnvBackend(Protocol):
 
     info: EnvInfo
     clock: Clock
+    vectorization: str  # how the envs step (sync, async, native...) and why, for the log
 
     @property
     def obs(self) -> np.ndarray:
@@ -115,6 +116,8 @@ class BackendModule(Protocol):
         gamma: float,
         render: bool = False,
         seq_len: int | None = None,
+        cpus: int | None = None,
     ) -> EnvBackend:
         """The backend: `gamma` is the agent's discount (reward normalization's return);
-        `seq_len` stacks each env's last observations (a RecurrentNet's input)."""
+        `seq_len` stacks each env's last observations (a RecurrentNet's input); `cpus` the
+        cores the session's envs may use (None: the machine's)."""

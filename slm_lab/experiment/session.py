@@ -21,6 +21,7 @@ from slm_lab.agent.net.config import env_seq_len
 from slm_lab.env.backend import EnvBackend
 from slm_lab.env.clock import Clock
 from slm_lab.env.registry import backend_module
+from slm_lab.env.vectorization import session_cpus
 from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.checkpointer import Checkpointer
 from slm_lab.experiment.dev_checks import DevChecks
@@ -51,7 +52,9 @@ def build(spec: Spec, seed: int, clock: Clock, render: bool = False) -> tuple[En
     torch.manual_seed(seed)
     backend = backend_module(spec.env.name)
     seq_len = env_seq_len(spec.agent.net)
-    env = backend.make(spec.env, seed, clock, spec.agent.algorithm.gamma, render, seq_len)
+    cpus = session_cpus(spec.meta.max_session)
+    gamma = spec.agent.algorithm.gamma
+    env = backend.make(spec.env, seed, clock, gamma, render, seq_len, cpus=cpus)
     return env, Agent(spec.agent, env.info, clock)
 
 
@@ -74,6 +77,8 @@ class Session:
         torch.set_num_threads(spec.meta.num_threads)  # after the flush: pool threads take it
         self.clock = Clock(spec.env.max_frame, spec.env.num_envs)
         self.env, self.agent = build(spec, self.seed, self.clock, task.render)
+        if task.session == 0:
+            logger.info(f"vector env: {self.env.vectorization}")
         self.tracker = MetricsTracker(self.clock, self.env, self.agent)
         self.evaluation = (
             Evaluation(spec, self.env, self.clock, self.agent, self.seed)

@@ -44,6 +44,7 @@ def make(
     gamma: float,
     render: bool = False,
     seq_len: int | None = None,
+    cpus: int | None = None,
 ) -> "Corridor":
     return Corridor(config, seed, clock)
 
@@ -52,6 +53,7 @@ class Corridor:
     def __init__(self, config: EnvConfig, seed: int, clock: Clock) -> None:
         obs_space, action_space = spaces(config)
         self.n, self.seed, self.clock = config.num_envs, seed, clock
+        self.vectorization = "one numpy array"
         self.max_steps = config.max_t or MAX_STEPS
         self.rng = np.random.default_rng(seed)
         self.info = EnvInfo(obs_space, action_space, self.n, np.dtype(np.float32), self._sample)
