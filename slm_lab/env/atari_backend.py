@@ -40,7 +40,7 @@ from gymnasium.wrappers import vector as vw
 from slm_lab.env import render
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.gym_backend import GymVecEnv
-from slm_lab.lib.config import SpecError, did_you_mean
+from slm_lab.lib.config import UNSET, SpecError, did_you_mean
 
 REWARD_CLIP = (-1.0, 1.0)  # the training rewards' default range, as DQN's and ALE v5's
 # ale-py's native vector env options a spec may set (ALE's own reward clipping, episodic life
@@ -129,7 +129,7 @@ def _check(config: EnvConfig) -> None:
         raise SpecError(
             "env.action_repeat: ALE repeats actions itself; set env.frameskip instead (4 by default)"
         )
-    if config.normalize_obs or config.clip_obs is not None:
+    if config.normalize_obs or config.obs_clip is not None:
         key = "normalize_obs" if config.normalize_obs else "clip_obs"
         raise SpecError(
             f"env.{key}: Atari frames are uint8 pixels, scaled by the net (agent.net.normalize: "
@@ -220,9 +220,14 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
+def _single_envs(config: EnvConfig, render_mode: str | None) -> bool:
+    """Whether the games run as single AtariEnvs in a Gymnasium vector env (RAM, rendering)."""
+    return render_mode is not None or config.kwargs.get("obs_type") == "ram"
+
+
 def _vector(config: EnvConfig, num_envs: int, render_mode: str | None) -> gym.vector.VectorEnv:
     _check(config)
-    if render_mode is not None or config.kwargs.get("obs_type") == "ram":
+    if _single_envs(config, render_mode):
         make = functools.partial(_single_env, config, render_mode)
         vec = SyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
     else:
@@ -262,17 +267,21 @@ class AtariVecEnv(GymVecEnv):
         super().__init__(config, *args, **kwargs)
 
     def _vector_env(
-        self, config: EnvConfig, render_mode: str | None, seq_len: int | None
-    ) -> gym.vector.VectorEnv:
+        self, config: EnvConfig, render_mode: str | None, seq_len: int | None, cpus: int
+    ) -> tuple[gym.vector.VectorEnv, str]:
         if seq_len:
             raise SpecError(
                 "agent.net: a RecurrentNet on Atari frames is not supported; the frames come "
                 "stacked (env.stack_num): use a ConvNet"
             )
-        return _vector(config, config.num_envs, render_mode)
+        single = _single_envs(config, render_mode)
+        how = "sync (single ALE envs)" if single else "ale-py's native vector env (threads)"
+        return _vector(config, config.num_envs, render_mode), how
 
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
-        return REWARD_CLIP if config.clip_reward is None else config.reward_clip
+        # not set or null: ALE's [-1, 1], whatever normalize_reward (false turns it off)
+        clip = config.clip_reward
+        return REWARD_CLIP if clip is UNSET or clip is None else config.reward_clip
 
     @staticmethod
     def frame_stack(observation_space: gym.Space) -> int:

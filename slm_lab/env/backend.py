@@ -58,6 +58,7 @@ class EnvBackend(Protocol):
 
     info: EnvInfo
     clock: Clock
+    vectorization: str  # how the envs step (sync, async, native...) and why, for the log
 
     @property
     def obs(self) -> np.ndarray:
@@ -127,8 +128,10 @@ class BackendModule(Protocol):
         gamma: float,
         render_mode: str | None = None,
         seq_len: int | None = None,
+        cpus: int | None = None,
     ) -> EnvBackend:
         """The backend: `gamma` is the agent's discount (reward normalization's return);
         `render_mode` Gymnasium's: None, "human" (a window) or "rgb_array" (one sync env whose
         frames a video takes; SpecError when the env cannot render them); `seq_len` stacks each
-        env's last observations (a RecurrentNet's input)."""
+        env's last observations (a RecurrentNet's input); `cpus` the cores the session's envs
+        may use (None: the machine's)."""

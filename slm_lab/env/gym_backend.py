@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import vector as vw
 
-from slm_lab.env import render
+from slm_lab.env import render, vectorization
 from slm_lab.env import state as env_state
 from slm_lab.env.backend import EnvInfo, FinishedEpisodes, agent_obs_dtype
 from slm_lab.env.clock import Clock
@@ -140,12 +140,17 @@ class GymVecEnv:
         gamma: float,
         render_mode: str | None = None,
         seq_len: int | None = None,
+        cpus: int | None = None,
     ) -> None:
-        """`gamma`: the agent's discount, which reward normalization's return uses."""
+        """`gamma`: the agent's discount, which reward normalization's return uses; `cpus`: the
+        cores this session's envs may use (what `vectorization_mode: auto` weighs; None: the
+        machine's free cores)."""
         self.name = config.name
         self.seed = seed
         self.clock = clock
-        vec = self._vector_env(config, render_mode, seq_len)
+        vec, self.vectorization = self._vector_env(
+            config, render_mode, seq_len, vectorization.session_cpus(1) if cpus is None else cpus
+        )
         mode = vec.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode != AutoresetMode.SAME_STEP:
             vec.close()
@@ -169,7 +174,7 @@ class GymVecEnv:
         self.vec = vec
         observation_space = vec.single_observation_space
         self.obs_norm = ObsNormalizer(
-            observation_space.shape, config.normalize_obs, config.clip_obs
+            observation_space.shape, config.normalize_obs, config.obs_clip
         )
         float_obs = self.obs_norm.rms is not None or self.obs_norm.clip is not None
         self.vec.action_space.seed(seed)
@@ -186,9 +191,10 @@ class GymVecEnv:
 
     # -- what a family changes (slm_lab.env.atari_backend) --------------------------------------
     def _vector_env(
-        self, config: EnvConfig, render_mode: str | None, seq_len: int | None
-    ) -> gym.vector.VectorEnv:
-        """The vector env, before the statistics and reward wrappers."""
+        self, config: EnvConfig, render_mode: str | None, seq_len: int | None, cpus: int
+    ) -> tuple[gym.vector.VectorEnv, str]:
+        """The vector env, before the statistics and reward wrappers, and how it steps (a line
+        for the session's log)."""
         if render_mode == render.RENDER_MODE:
             render.check_renders(_import_env_module(self.name))
         make_env = partial(
@@ -200,8 +206,12 @@ class GymVecEnv:
             render_mode,
             seq_len,
         )
-        vec_cls = AsyncVectorEnv if config.vectorization_mode == "async" else SyncVectorEnv
-        return vec_cls([make_env] * config.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        mode, why = vectorization.choose(
+            config.vectorization_mode, make_env, config.num_envs, cpus, render_mode is not None
+        )
+        vec_cls = AsyncVectorEnv if mode == "async" else SyncVectorEnv
+        vec = vec_cls([make_env] * config.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        return vec, f"{mode} ({why})"
 
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:
         return config.reward_clip

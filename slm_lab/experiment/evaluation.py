@@ -29,6 +29,7 @@ from slm_lab.agent.net.config import env_seq_len
 from slm_lab.env.backend import EnvBackend
 from slm_lab.env.clock import Clock
 from slm_lab.env.registry import backend_module
+from slm_lab.env.vectorization import session_cpus
 from slm_lab.experiment.recorder import MetricsTracker
 from slm_lab.spec.schema import Spec
 
@@ -82,6 +83,7 @@ class Evaluation:
                 Clock(config.max_frame, config.num_envs),
                 spec.agent.algorithm.gamma,
                 seq_len=env_seq_len(spec.agent.net),
+                cpus=session_cpus(spec.meta.max_session),
             )
         self.env.set_obs_stats(None, frozen=True)
         self.rows: list[dict[str, float]] = []

@@ -21,6 +21,7 @@ from slm_lab.agent.net.config import env_seq_len
 from slm_lab.env.backend import EnvBackend
 from slm_lab.env.clock import Clock
 from slm_lab.env.registry import backend_module
+from slm_lab.env.vectorization import session_cpus
 from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.checkpointer import Checkpointer
 from slm_lab.experiment.dev_checks import DevChecks
@@ -54,7 +55,9 @@ def build(
     torch.manual_seed(seed)
     backend = backend_module(spec.env.name)
     seq_len = env_seq_len(spec.agent.net)
-    env = backend.make(spec.env, seed, clock, spec.agent.algorithm.gamma, render_mode, seq_len)
+    cpus = session_cpus(spec.meta.max_session)
+    gamma = spec.agent.algorithm.gamma
+    env = backend.make(spec.env, seed, clock, gamma, render_mode, seq_len, cpus=cpus)
     return env, Agent(spec.agent, env.info, clock)
 
 
@@ -78,6 +81,8 @@ class Session:
         self.clock = Clock(spec.env.max_frame, spec.env.num_envs)
         render_mode = "human" if task.render else None
         self.env, self.agent = build(spec, self.seed, self.clock, render_mode)
+        if task.session == 0:
+            logger.info(f"vector env: {self.env.vectorization}")
         self.tracker = MetricsTracker(self.clock, self.env, self.agent)
         self.evaluation = (
             Evaluation(spec, self.env, self.clock, self.agent, self.seed)

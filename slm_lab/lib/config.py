@@ -15,6 +15,7 @@ an error, and validation must stay cheap to import (`slm-lab check`, `--help`).
 
 import dataclasses
 import difflib
+import enum
 import math
 import types
 import typing
@@ -26,6 +27,17 @@ from typing import Any, ClassVar, Literal, TypeVar
 from loguru import logger
 
 C = TypeVar("C", bound="Config")
+
+
+class Unset(enum.Enum):
+    """The default of a key whose absence means something else than null: the component
+    resolves it (e.g. env.clip_obs: 10 when normalizing observations, as SLM Lab v5; null: off).
+    A spec cannot write it; the key's type lists it beside the types a spec can give."""
+
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
 
 
 class SpecError(ValueError):
@@ -162,7 +174,7 @@ def check_value(value: Any, tp: Any, f: dataclasses.Field | None, path: str) -> 
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        options = [a for a in args if a is not type(None)]
+        options = [a for a in args if a not in (type(None), Unset)]
         if len(options) == 1:  # X | None: X's own message (a choice's "did you mean" with it)
             return check_value(value, options[0], f, path)
         for option in options:
@@ -242,7 +254,7 @@ def type_name(tp: Any) -> str:
     """How a type reads in messages and docs: int, float, str or null, one of a, b, ..."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        names = [type_name(a) for a in args if a is not type(None)]
+        names = [type_name(a) for a in args if a not in (type(None), Unset)]
         return " or ".join(names) + (" or null" if type(None) in args else "")
     if origin is Literal:
         return "one of " + ", ".join(str(a) for a in args)
@@ -263,4 +275,6 @@ def default_text(f: dataclasses.Field) -> str:
         return "required"
     if f.default_factory is not MISSING:
         return repr(f.default_factory())
+    if f.default is UNSET:
+        return "not set"
     return "null" if f.default is None else repr(f.default)

@@ -27,8 +27,9 @@ HEADER = """# Spec reference
 Every key a spec can hold, by section: its type, its default (`required` when it has none) and
 what it does. This page is generated from the declarations in the code
 (`python -m slm_lab.spec.reference > docs/SPEC.md`); a test keeps the two in step. A key set to
-`null` takes its default. `slm-lab check SPEC_FILE` validates a spec against all of this
-without running it.
+`null` takes its default, except a default `not set`: that key left out and that key set to
+null differ (e.g. `env.clip_obs`). `slm-lab check SPEC_FILE` validates a spec against all of
+this without running it.
 """
 
 

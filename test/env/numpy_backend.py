@@ -48,6 +48,7 @@ def make(
     gamma: float,
     render_mode: str | None = None,
     seq_len: int | None = None,
+    cpus: int | None = None,
 ) -> "Corridor":
     if render_mode is not None:
         raise SpecError(f"{ENV_ID} cannot render (render_mode {render_mode!r})")
@@ -58,6 +59,7 @@ class Corridor:
     def __init__(self, config: EnvConfig, seed: int, clock: Clock) -> None:
         obs_space, action_space = spaces(config)
         self.n, self.seed, self.clock = config.num_envs, seed, clock
+        self.vectorization = "one numpy array"
         self.max_steps = config.max_t or MAX_STEPS
         self.rng = np.random.default_rng(seed)
         self.info = EnvInfo(obs_space, action_space, self.n, np.dtype(np.float32), self._sample)

@@ -292,12 +292,13 @@ class NextStepVecEnv(GymVecEnv):
     """A backend whose vector env autoresets in NextStep mode."""
 
     def _vector_env(
-        self, config: EnvConfig, render: bool, seq_len: int | None
-    ) -> gym.vector.VectorEnv:
-        return gym.vector.SyncVectorEnv(
+        self, config: EnvConfig, render_mode: str | None, seq_len: int | None, cpus: int
+    ) -> tuple[gym.vector.VectorEnv, str]:
+        vec = gym.vector.SyncVectorEnv(
             [lambda: gym.make(config.name)] * config.num_envs,
             autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
         )
+        return vec, "sync"
 
 
 def test_a_next_step_vector_env_is_refused_when_built() -> None:

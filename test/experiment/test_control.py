@@ -563,3 +563,18 @@ def test_session_logs_a_line_before_building_its_env_and_agent(
         logger.remove(sink)
     seed = session_module.session_seed(42, 0, 0)
     assert logged_before_build == [[f"building env CartPole-v1 x2 and agent PPO (seed {seed})"]]
+
+
+@pytest.mark.parametrize(("session", "lines"), [(0, 1), (1, 0)])
+def test_session_0_logs_how_its_envs_step(tmp_path: Path, session: int, lines: int) -> None:
+    messages: list[str] = []
+    sink = logger.add(lambda m: messages.append(m.record["message"]), level="INFO")
+    try:
+        spec = load({**make_spec("ppo"), "name": "ppo"})
+        session_module.Session(SessionTask(spec, tmp_path, 0, session)).env.close()
+    finally:
+        logger.remove(sink)
+    vector_lines = [m for m in messages if m.startswith("vector env: ")]
+    assert len(vector_lines) == lines
+    # CartPole's step is far too cheap for async, whatever the cores
+    assert all(m.startswith("vector env: sync (auto: ") for m in vector_lines)

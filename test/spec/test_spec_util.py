@@ -133,14 +133,24 @@ def test_demo_spec_validates() -> None:
     assert spec_util.get_spec("demo.json", "ppo_cartpole_demo")["name"] == "ppo_cartpole_demo"
 
 
+# a template's ${env}, by what the spec file is for, and the name suffix it gives
+TEMPLATE_ENVS = {"atari": ("ALE/Pong-v5", "pong"), "mujoco": ("Hopper-v5", "hopper")}
+
+
+def template_env(path: Path) -> tuple[str, str]:
+    family = next((k for k in TEMPLATE_ENVS if k in path.name), None)
+    return TEMPLATE_ENVS[family] if family else ("CartPole-v1", "cartpole")
+
+
 @pytest.mark.parametrize("path", [shipped(path) for path in BENCHMARK_FILES])
 def test_shipped_specs_validate(path: Path) -> None:
-    template_vars = {"env": "CartPole-v1", "max_frame": "1e5"}  # the shipped templates' ${vars}
+    env, suffix = template_env(path)
+    template_vars = {"env": env, "max_frame": "1e5"}  # the shipped templates' ${vars}
     text = path.read_text()
     variables = {k: v for k, v in template_vars.items() if f"${{{k}}}" in text}
     for name in json.loads(text):
         spec = spec_util.get_spec(str(path), name, variables)
-        assert spec["name"] == (f"{name}_cartpole" if "env" in variables else name)
+        assert spec["name"] == (f"{name}_{suffix}" if "env" in variables else name)
         assert isinstance(spec["env"]["max_frame"], int | float) and spec["env"]["max_frame"] > 0
 
 
@@ -150,7 +160,7 @@ def test_shipped_schedules_follow_max_frame(path: Path) -> None:
     leave behind: at half and three times each spec's max_frame, none warns."""
     text = path.read_text()
     for name, raw in json.loads(text).items():
-        env = raw["env"]["name"] if "${env}" not in text else "CartPole-v1"
+        env = raw["env"]["name"] if "${env}" not in text else template_env(path)[0]
         max_frame = raw["env"]["max_frame"] if "${max_frame}" not in text else 1e5
         for frames in (max_frame / 2, max_frame * 3):
             values = {"env": env, "max_frame": str(frames)}
