@@ -56,8 +56,12 @@ def new_root(name: str) -> Path:
 
 
 def enjoy_root(run_root: Path) -> Path:
-    """Where a replay of the run in `run_root` writes: a folder of its own beside the run."""
-    return io.DATA_DIR / f"{run_root.name}_enjoy_{io.timestamp()}"
+    """Where a replay of the run in `run_root` writes: a folder of its own beside the run, `_`
+    added to the name of a replay started in the same second as another."""
+    root = io.DATA_DIR / f"{run_root.name}_enjoy_{io.timestamp()}"
+    while root.exists():
+        root = root.with_name(root.name + "_")
+    return root
 
 
 def run_spec_path(root: Path) -> Path | None:

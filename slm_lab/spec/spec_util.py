@@ -503,7 +503,7 @@ def memory_layout(spec: Spec) -> Layout:
     """The layout of the memory a session of `spec` will build, from its env's spaces."""
     env = spec.env
     obs_space, action_space = env_spaces(env)
-    float_obs = env.normalize_obs or env.clip_obs is not None  # as the backend's normalizer
+    float_obs = env.normalize_obs or env.obs_clip is not None  # as the backend's normalizer
     obs_dtype = agent_obs_dtype(obs_space, float_obs)
     frame_stack = backend_module(env.name).frame_stack(obs_space)
     return Layout.of_spaces(env.num_envs, obs_space, obs_dtype, action_space, frame_stack)

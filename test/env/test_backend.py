@@ -152,7 +152,7 @@ gym.register("GridWorld-v0", entry_point="gymnasium.envs.classic_control:CartPol
 @pytest.mark.parametrize(
     ("env_name", "line"),
     [
-        ("NoSuchEnv-v0", "error: u: env.name: 'NoSuchEnv-v0' is not a Gymnasium env id"),
+        ("Qzxjw-v0", "error: u: env.name: 'Qzxjw-v0' is not a Gymnasium env id"),
         (
             "my_envs:GridWorl-v0",
             "error: u: env.name: 'my_envs:GridWorl-v0' is not a Gymnasium env id; did you mean my_envs:GridWorld-v0?",
