@@ -5,6 +5,7 @@ import importlib
 import os
 import threading
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 from loguru import logger
@@ -19,6 +20,17 @@ def warn_rate_limited(key: str, message: str, interval: float = WARN_INTERVAL_S)
     if now - _last_warned.get(key, -interval) >= interval:
         _last_warned[key] = now
         logger.warning(message)
+
+
+# what the light core (`uv sync --no-default-groups`) lacks and training needs
+FULL_INSTALL_MODULES = ("torch", "gymnasium")
+FULL_INSTALL_FIX = "run uv sync"
+
+
+def full_install() -> bool:
+    """Whether the packages training needs are installed (`uv sync`), not only the light core
+    that plots, checks a spec's syntax and shares runs (`uv sync --no-default-groups`)."""
+    return all(find_spec(module) is not None for module in FULL_INSTALL_MODULES)
 
 
 NVIDIA_GPUS_DIR = Path("/proc/driver/nvidia/gpus")  # one entry per GPU the driver sees (Linux)

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import yaml
@@ -26,7 +26,6 @@ from slm_lab.agent.algorithm.config import (
 )
 from slm_lab.agent.config import AgentConfig
 from slm_lab.agent.memory.config import MEMORY_CONFIGS, ReplayConfig, SILMemoryConfig
-from slm_lab.agent.memory.layout import Layout, replay_bytes
 from slm_lab.agent.net.config import (
     NET_ROLE_KEYS,
     ROLE_PREFIXES,
@@ -37,17 +36,18 @@ from slm_lab.agent.net.config import (
     OptimSpec,
     check_net_input,
 )
-from slm_lab.env.backend import agent_obs_dtype
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.registry import backend_module
-from slm_lab.env.spaces import is_bounded
 from slm_lab.experiment.config import MetaConfig
 from slm_lab.lib.config import Config, SpecError, did_you_mean
 from slm_lab.lib.schedule import VarScheduler
-from slm_lab.lib.util import machine_cpus, machine_gpus
+from slm_lab.lib.util import full_install, machine_cpus, machine_gpus
 from slm_lab.spec import schema, search_space
 from slm_lab.spec.schema import Spec
 from slm_lab.spec.search_space import SearchParam
+
+if TYPE_CHECKING:  # the checks of a spec against its env's spaces load Gymnasium when they run
+    from slm_lab.agent.memory.layout import Layout
 
 __all__ = ["SpecError", "did_you_mean", "get_spec", "check_spec", "validate", "Spec"]
 
@@ -350,8 +350,10 @@ def validate(spec: dict[str, Any], spec_name: str = "", warn_schedules: bool = T
 
 def check_typed(spec: Spec, schedules: bool = True) -> None:
     """The checks of a typed spec that need its env (it fits its env's spaces), and the
-    warnings a run gets at its start (`schedules`: those of its schedules)."""
-    if not VAR_PATTERN.search(spec.env.name):  # a template's env is checked when it is given
+    warnings a run gets at its start (`schedules`: those of its schedules). Without the full
+    install (no Gymnasium to build the env's spaces) only the spec's syntax is checked."""
+    # a template's env is checked when it is given
+    if not VAR_PATTERN.search(spec.env.name) and full_install():
         check_env_fit(spec)
     if schedules:
         warn_schedules(spec)
@@ -490,6 +492,8 @@ def check_memory_fit(spec: Spec, sessions: int) -> None:
     memory, algo = spec.agent.memory, spec.agent.algorithm
     if not isinstance(memory, ReplayConfig) or not algo.needs_net:
         return
+    from slm_lab.agent.memory.layout import replay_bytes
+
     one = replay_bytes(memory, memory_layout(spec))
     total, available = sessions * one, psutil.virtual_memory().available
     if total > available:
@@ -499,8 +503,11 @@ def check_memory_fit(spec: Spec, sessions: int) -> None:
         )
 
 
-def memory_layout(spec: Spec) -> Layout:
+def memory_layout(spec: Spec) -> "Layout":
     """The layout of the memory a session of `spec` will build, from its env's spaces."""
+    from slm_lab.agent.memory.layout import Layout
+    from slm_lab.env.backend import agent_obs_dtype
+
     env = spec.env
     obs_space, action_space = env_spaces(env)
     float_obs = env.normalize_obs or env.obs_clip is not None  # as the backend's normalizer
@@ -593,6 +600,8 @@ def env_spaces(env: EnvConfig) -> tuple[Any, Any]:
 def check_env_fit(spec: Spec) -> None:
     """The checks that need the env's spaces: the nets' inputs, the action space's kind."""
     import gymnasium as gym
+
+    from slm_lab.env.spaces import is_bounded
 
     agent, env, algo = spec.agent, spec.env, spec.agent.algorithm
     obs_space, action_space = env_spaces(env)

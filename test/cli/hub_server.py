@@ -32,11 +32,13 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import pytest
 from huggingface_hub import constants
+
+if TYPE_CHECKING:  # test/cli/light_install.py serves it where pytest is not installed
+    import pytest
 
 BRANCH = "main"
 INVALID_CREDENTIALS = "Invalid credentials in Authorization header"
@@ -283,7 +285,7 @@ def serve(state: HubState) -> Iterator[HubServer]:
 
 
 @contextmanager
-def stand_in(state: HubState, home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+def stand_in(state: HubState, home: Path, monkeypatch: "pytest.MonkeyPatch") -> Iterator[HubServer]:
     """The stand-in Hub served, and huggingface_hub pointed at it with its home in `home`: the
     environment for a subprocess (HF_ENDPOINT, HF_HOME, telemetry off, not offline), and for
     calls in this process the settings huggingface_hub read from it when it was imported."""

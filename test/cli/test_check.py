@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from conftest import invoke, make_spec, set_path, write_spec_file
 
+from slm_lab.lib import util
+
 CROSSQ = {
     "name": "CrossQ",
     "gamma": 0.99,
@@ -465,3 +467,25 @@ def test_check_tries_the_values_a_quantized_int_draws(in_tmp: Path) -> None:
     assert check(in_tmp, {"a": spec})[2] == [
         "error: a: search.agent.algorithm.minibatch_size__qlograndint: the value 80 does not fit: agent.algorithm.minibatch_size: 80 is larger than the batch of 64 (time_horizon x num_unrolls x num_envs)"
     ]
+
+
+def test_check_without_the_full_install_checks_the_syntax_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The light core (`uv sync --no-default-groups`, no Gymnasium): the typed spec is
+    validated, its fit to the env's spaces is not, and the line says so."""
+    misfit = make_spec("ppo", "Pendulum-v1")  # a discrete distribution, a Box action space
+    set_path(misfit, "agent.algorithm.action_pdtype", "Categorical")
+    bad_syntax = make_spec("ppo", "Pendulum-v1")
+    set_path(bad_syntax, "agent.algorithm.gamma", 2)
+    path = write_spec_file(tmp_path / "s.json", {"misfit": misfit, "bad_syntax": bad_syntax})
+    result = invoke(["check", str(path), "misfit"])
+    assert (
+        result.exit_code == 2 and "Categorical does not fit the Box action space" in result.stderr
+    )
+    monkeypatch.setattr(util, "FULL_INSTALL_MODULES", ("torch", "no_such_module"))
+    result = invoke(["check", str(path)])
+    assert result.exit_code == 2
+    syntax_only = "syntax only: env spaces not checked without the full install; run uv sync"
+    assert result.stdout == f"ok: misfit ({syntax_only})\n"
+    assert result.stderr == "error: bad_syntax: agent.algorithm.gamma: must be in (0, 1], got 2\n"

@@ -9,6 +9,8 @@ import pytest
 from conftest import BAD_INPUTS, SPEC_NAME, bad_input, invoke, make_spec, write_spec_file
 from typer.testing import Result
 
+from slm_lab.lib import util
+
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")  # the installed console script
 
 
@@ -138,3 +140,31 @@ def test_console_script_bad_input(case: str, command: str, tmp_path: Path) -> No
     assert fragment in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_run_without_the_full_install_says_how_to_get_it(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The light core has no torch nor Gymnasium: every mode of `run` is refused in one line."""
+    monkeypatch.setattr(util, "FULL_INSTALL_MODULES", ("torch", "no_such_module"))
+    for args in ([], ["demo.json", "demo", "train"], ["enjoy@latest"]):
+        result = invoke(["run", *args])
+        assert_clean_error(result, "slm-lab run needs the full install", in_tmp)
+        assert result.exit_code == 1
+        assert result.stderr.endswith("(torch, Gymnasium...): run uv sync\n")
+
+
+@pytest.mark.subprocess
+def test_the_light_commands_import_no_torch_nor_gymnasium() -> None:
+    """The modules of plot, plot-list, retro, check, push, pull, list and run-remote (the light
+    core's commands) import none of the full install's packages: a fresh process loads them."""
+    code = (
+        "import sys\n"
+        "import slm_lab.cli.main, slm_lab.cli.remote, slm_lab.experiment.plot\n"
+        "import slm_lab.experiment.record, slm_lab.experiment.retro, slm_lab.lib.hub\n"
+        "import slm_lab.spec.spec_util\n"
+        "heavy = ('torch', 'gymnasium', 'ray', 'optuna', 'ale_py', 'torcharc', 'cv2', 'imageio')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
