@@ -114,6 +114,7 @@ class Proc:
     wall_s: float  # launch to exit
     peak_rss_mb: float
     stdout: str
+    cpu_s: float  # user + system CPU seconds of the process and the descendants it waited for
 
 
 def run_process(cmd: list[str | Path], cwd: Path) -> Proc:
@@ -133,7 +134,8 @@ def run_process(cmd: list[str | Path], cwd: Path) -> Proc:
                 f"{' '.join(map(str, cmd))} (in {cwd}) exited with {proc.returncode}:\n"
                 f"{err.read()[-TAIL_CHARS:]}"
             )
-        return Proc(launched_at, wall, usage.ru_maxrss / KIB_PER_MIB, out.read())
+        cpu = usage.ru_utime + usage.ru_stime
+        return Proc(launched_at, wall, usage.ru_maxrss / KIB_PER_MIB, out.read(), cpu)
 
 
 def line_after(stdout: str, prefix: str) -> str:

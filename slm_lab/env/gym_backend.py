@@ -170,7 +170,8 @@ class GymVecEnv:
             vec = self.reward_norm = vw.NormalizeReward(vec, gamma=gamma)
         if (clip := self._reward_clip(config)) is not None:
             lo, hi = clip
-            vec = vw.ClipReward(vec, min_reward=lo, max_reward=hi)
+            # one np.clip per step: Gymnasium's vector ClipReward clips env by env in Python
+            vec = vw.TransformReward(vec, lambda r: np.clip(r, lo, hi))
         self.vec = vec
         observation_space = vec.single_observation_space
         self.obs_norm = ObsNormalizer(

@@ -190,6 +190,20 @@ def test_total_reward_is_mean_of_unnormalized_returns(normalize_reward: bool) ->
     raw_env.close()
 
 
+@pytest.mark.parametrize("clip", [1.5, [1.5, 3.0]])
+def test_clip_reward_clips_training_rewards_not_returns(clip: float | list[float]) -> None:
+    env = make_env(THREE_STEP_ENV_ID, clip_reward=clip)
+    env.reset()
+    lo, hi = (-clip, clip) if isinstance(clip, float) else clip
+    expected = np.clip(THREE_STEP_REWARDS, lo, hi)  # 1, 1.5, 1.5 or 1.5, 2, 3
+    for reward in expected:
+        t = env.step(np.zeros(2, dtype=np.int64))
+        assert t.rewards.dtype == np.float32
+        assert np.array_equal(t.rewards, np.full(2, reward, dtype=np.float32))
+    assert env.total_reward == sum(THREE_STEP_REWARDS)  # episode returns are unclipped
+    env.close()
+
+
 def test_total_reward_window_is_last_100_episodes() -> None:
     env = make_env("CartPole-v1", num_envs=4, max_t=2)
     env.reset()
