@@ -275,7 +275,7 @@ def test_gymnasium_bound_is_the_first_same_step_release() -> None:
     pyproject = tomllib.loads((ROOT_DIR / "pyproject.toml").read_text())
     [gymnasium] = [
         req
-        for req in map(Requirement, pyproject["project"]["dependencies"])
+        for req in map(Requirement, pyproject["project"]["optional-dependencies"]["train"])
         if req.name == "gymnasium"
     ]
     lower = [Version(spec.version) for spec in gymnasium.specifier if spec.operator == ">="]
