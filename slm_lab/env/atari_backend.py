@@ -16,8 +16,10 @@ game's lives, so a game over is never counted as a life loss too.
 
 The spec's `env` keys that are not SLM Lab's go to ale-py: `repeat_action_probability`,
 `frameskip`, `noop_max`, `use_fire_reset`, `full_action_space`, `continuous` (a Box of radius,
-angle and fire), `continuous_action_threshold`, `num_threads` (ALE's threads per session; 0: one
-per core), `img_height`/`img_width`, `stack_num`, `maxpool`, `max_num_frames_per_episode`, and
+angle and fire), `continuous_action_threshold`, `num_threads` (ALE's threads per session; by
+default one per core free to the session, at most num_envs; 0: ALE's own, one per core), `img_height`/`img_width`, `stack_num`, `maxpool`, `max_num_frames_per_episode` (`max_t` sets it
+in agent steps x frameskip; ALE's count includes a reset's no-ops and FIRE, so a native game may
+be cut a few steps before max_t), and
 `obs_type`: `grayscale` (the default) or `rgb` (84x84x3 frames). `obs_type: ram` (the 128 bytes
 of the console's memory, no frame stack) and rendering (a window, or the frames of a recorded
 video: both need the single env's renderer) take a Gymnasium vector env of single `AtariEnv`s
@@ -28,6 +30,7 @@ The emulators' state lives in native objects that cannot be saved: a resume rest
 else and restarts the games in progress (the session says so).
 """
 
+import dataclasses
 import functools
 import warnings
 from typing import Any
@@ -242,8 +245,14 @@ def _vector(config: EnvConfig, num_envs: int, render_mode: str | None) -> gym.ve
         with warnings.catch_warnings():  # ALE's float64 bounds cast to float32: harmless
             warnings.simplefilter("ignore", UserWarning)
             vec = vw.RescaleAction(vec, -1.0, 1.0)
-        vec = vw.TransformAction(vec, lambda a: np.asarray(a, dtype=np.float32), vec.action_space)
+        # out-of-range samples clipped to the agent's [-1, 1] first, as the Gymnasium backend
+        # does (a radius below 0 would turn the stick around), in ALE's float32
+        vec = vw.TransformAction(vec, _agent_action, vec.action_space)
     return vec
+
+
+def _agent_action(actions: np.ndarray) -> np.ndarray:
+    return np.clip(actions, -1.0, 1.0).astype(np.float32)
 
 
 def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
@@ -275,7 +284,15 @@ class AtariVecEnv(GymVecEnv):
                 "stacked (env.stack_num): use a ConvNet"
             )
         single = _single_envs(config, render_mode)
-        how = "sync (single ALE envs)" if single else "ale-py's native vector env (threads)"
+        if not single and "num_threads" not in config.kwargs:
+            # ALE's own default (0) is a thread per core in every session: one per free core
+            threads = max(1, min(config.num_envs, cpus))
+            config = dataclasses.replace(config, kwargs={**config.kwargs, "num_threads": threads})
+        how = (
+            "sync (single ALE envs)"
+            if single
+            else f"ale-py's native vector env ({config.kwargs['num_threads']} threads)"
+        )
         return _vector(config, config.num_envs, render_mode), how
 
     def _reward_clip(self, config: EnvConfig) -> tuple[float, float] | None:

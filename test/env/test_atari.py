@@ -109,6 +109,22 @@ def test_continuous_actions_are_the_agents_box_in_minus_one_one() -> None:
     backend.close()
 
 
+def test_continuous_actions_out_of_range_reach_ale_clipped() -> None:
+    """A Gaussian policy's samples beyond [-1, 1] reach ALE as the edge of its Box: a radius
+    below -1 would otherwise become negative and turn the stick around."""
+    vec = atari_backend._vector(config_of(num_envs=1, continuous=True), 1, render_mode=None)
+    sent: list[np.ndarray] = []
+    send = vec.unwrapped.send
+    vec.unwrapped.send = lambda actions: (sent.append(actions.copy()), send(actions))[1]
+    vec.reset(seed=0)
+    vec.step(np.array([[-1.6, 0.0, 2.5]], dtype=np.float32))
+    vec.step(np.array([[1.5, -3.0, -1.2]], dtype=np.float32))
+    vec.close()
+    np.testing.assert_allclose(sent[0], [[0.0, 0.0, 1.0]], atol=1e-6)  # radius 0, fire 1
+    np.testing.assert_allclose(sent[1], [[1.0, -np.pi, 0.0]], atol=1e-6)
+    assert all(a.dtype == np.float32 for a in sent)
+
+
 @pytest.mark.parametrize("obs_type", ["grayscale", "rgb"])
 def test_the_single_env_path_gives_the_native_layout(obs_type: str) -> None:
     """Render and ram take single AtariEnvs; their frames are stacked as the native env's."""

@@ -115,7 +115,11 @@ class PPOConfig(ActorCriticConfig):
     clip_eps_spec: ScheduleConfig | None = key(
         None, "the ratio's clip range over frames (default 0.2)"
     )
-    clip_vloss: bool = key(False, "clip the value loss around the old values, as the ratio")
+    clip_vloss: bool = key(
+        False,
+        "clip the value loss around the old values, as the ratio; this loss is 1/2 the squared "
+        "error (SLM Lab v5's and CleanRL's), the unclipped one loss_spec's (MSE: no 1/2)",
+    )
     target_kl: float | None = key(
         None, "stop an update's epochs once the approximate KL passes it", gt=0
     )
