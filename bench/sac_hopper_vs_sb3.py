@@ -1,0 +1,168 @@
+"""SAC on Hopper-v5 at RL Zoo-like MuJoCo settings: SLM Lab vs Stable-Baselines3, side by side.
+
+Each library trains in its own fresh Python process pinned to one torch thread
+(torch.set_num_threads(1), OMP_NUM_THREADS=MKL_NUM_THREADS=1), one after the other; the script
+prints frames, training wall seconds, fps (frames / training wall time), the mean return of the
+last 100 finished training episodes and the gradient steps taken, then the fps ratio
+slm_lab / sb3. Results also go to bench/out/sac_hopper_vs_sb3.json. This measures the speed of a
+MuJoCo-sized SAC (256x256 nets, batch 256, one gradient step per env step), not learning: a
+short run is nowhere near Hopper's returns.
+
+usage: uv run --group bench python bench/sac_hopper_vs_sb3.py [--frames 20000] [--seed 0]
+
+RL Zoo (hyperparams/sac.yml, Hopper-v4): n_timesteps 1e6, MlpPolicy, learning_starts 1e4;
+everything else SB3's SAC defaults: n_envs 1, learning_rate 3e-4, buffer_size 1e6, batch_size
+256, tau 0.005, gamma 0.99, train_freq 1, gradient_steps 1, ent_coef auto, target_entropy
+-dim(A), net_arch [256, 256] ReLU. Here learning_starts is LEARNING_STARTS (1e3, for both
+libraries) so that a short run is mostly gradient steps.
+
+The SLM Lab spec (`slm_lab_spec`) is slm_lab/spec/benchmark/sac/sac_mujoco.json's sac_hopper
+with this schedule: one env, training_start_step LEARNING_STARTS, training_frequency 1,
+training_iter 1, policy_delay 1, target_entropy auto, torch's default init, Adam lr 3e-4 for the
+actor, the critics and alpha, polyak 0.005. The known learning differences are those of
+sac_pendulum_vs_sb3.py's MISMATCHES (temperature loss, critic loss scale, tanh correction,
+fused vs foreach Adam, replay storage, random streams).
+"""
+
+from pathlib import Path
+from typing import Any
+
+from compare_sb3 import (
+    Comparison,
+    cli,
+    env_and_meta,
+    pin_torch_threads,
+    run_session,
+    sb3_result,
+    timed_learn,
+)
+
+ENV_ID = "Hopper-v5"
+LEARNING_STARTS = 1_000  # RL Zoo's is 1e4; lowered for both so a short run is mostly training
+
+# RL Zoo-like hyperparameters for SAC on Hopper (SB3 defaults but learning_starts)
+ZOO = {
+    "n_envs": 1,
+    "learning_rate": 3e-4,
+    "buffer_size": 1_000_000,
+    "learning_starts": LEARNING_STARTS,
+    "batch_size": 256,
+    "tau": 0.005,
+    "gamma": 0.99,
+    "train_freq": 1,
+    "gradient_steps": 1,
+    "ent_coef": "auto",
+    "target_entropy": "auto",
+    "target_update_interval": 1,
+    "net_arch": [256, 256],
+}
+
+MISMATCHES = [
+    "training start: SB3 steps once num_timesteps > learning_starts, SLM Lab from "
+    "training_start_step on: one gradient step apart",
+    "the learning differences of bench/sac_pendulum_vs_sb3.py (temperature loss, critic loss "
+    "scale 2, exact tanh correction, fused vs foreach Adam, replay storage, random streams)",
+]
+
+
+def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
+    return {
+        "name": "sac_hopper_zoo",
+        "agent": {
+            "name": "SoftActorCritic",
+            "algorithm": {
+                "name": "SoftActorCritic",
+                "action_pdtype": "default",
+                "action_policy": "default",
+                "gamma": ZOO["gamma"],
+                "training_start_step": ZOO["learning_starts"],
+                "training_frequency": ZOO["train_freq"],
+                "training_iter": ZOO["gradient_steps"],
+                "training_batch_iter": 1,
+                "policy_delay": 1,
+                "target_entropy": ZOO["target_entropy"],
+                "alpha_lr": ZOO["learning_rate"],
+            },
+            "memory": {
+                "name": "Replay",
+                "max_size": ZOO["buffer_size"],
+                "batch_size": ZOO["batch_size"],
+                "use_cer": False,
+            },
+            "net": {
+                "type": "MLPNet",
+                "hid_layers": ZOO["net_arch"],
+                "hid_layers_activation": "relu",
+                "init_fn": None,
+                "clip_grad_val": None,
+                "loss_spec": {"name": "MSELoss"},
+                "actor_optim_spec": {"name": "Adam", "lr": ZOO["learning_rate"]},
+                "critic_optim_spec": {"name": "Adam", "lr": ZOO["learning_rate"]},
+                "lr_scheduler_spec": None,
+                "update_type": "polyak",
+                "polyak_coef": ZOO["tau"],
+                "gpu": False,
+            },
+        },
+        **env_and_meta(ENV_ID, ZOO["n_envs"], frames, seed),
+    }
+
+
+def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
+    return run_session(
+        slm_lab_spec(frames, seed),
+        extra=lambda session: {"grad_steps": int(session.clock.opt_step)},
+    )
+
+
+def run_sb3(frames: int, seed: int) -> dict[str, Any]:
+    pin_torch_threads()
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env(ENV_ID, n_envs=ZOO["n_envs"], seed=seed)  # DummyVecEnv of Monitor envs
+    model = SAC(
+        "MlpPolicy",
+        env,
+        learning_rate=ZOO["learning_rate"],
+        buffer_size=ZOO["buffer_size"],
+        learning_starts=ZOO["learning_starts"],
+        batch_size=ZOO["batch_size"],
+        tau=ZOO["tau"],
+        gamma=ZOO["gamma"],
+        train_freq=ZOO["train_freq"],
+        gradient_steps=ZOO["gradient_steps"],
+        ent_coef=ZOO["ent_coef"],
+        target_entropy=ZOO["target_entropy"],
+        target_update_interval=ZOO["target_update_interval"],
+        policy_kwargs={"net_arch": ZOO["net_arch"]},
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    wall = timed_learn(model, frames)
+    result = {**sb3_result(model, env, wall), "grad_steps": int(model._n_updates)}
+    env.close()
+    return result
+
+
+COMPARISON = Comparison(
+    algo="SAC",
+    env_id=ENV_ID,
+    script=Path(__file__),
+    hyperparameters=ZOO,
+    slm_lab_spec=slm_lab_spec,
+    run_sb3=run_sb3,
+    run_slm_lab=run_slm_lab,
+    mismatches=MISMATCHES,
+    solved=None,
+    extra_fields={"grad_steps": "d"},
+    report_extra={"algorithm": "SAC"},
+)
+
+if __name__ == "__main__":
+    cli(
+        COMPARISON,
+        default_frames=20_000,
+        doc="Train SAC on Hopper-v5 (RL Zoo-like settings) in SLM Lab and in SB3; compare fps.",
+    )
