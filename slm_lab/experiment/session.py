@@ -103,10 +103,15 @@ class Session:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> dict[str, float]:
-        if not (self.task.resume and self.load()):
+        resumed = self.task.resume and self.load()  # a resume says what it restarts itself
+        if not resumed:
             self.env.reset()
             self.recorder.start()
-        if self.task.session == 0 and (native := self.env.uncapturable()) is not None:
+        if (
+            not resumed
+            and self.task.session == 0
+            and (native := self.env.uncapturable()) is not None
+        ):
             logger.warning(
                 f"the env's state {native} cannot be saved: a resume of this run restarts the episodes in progress"
             )
