@@ -814,10 +814,15 @@ def plot_list(
         typer.echo(f"no run folders in {data_dir}")
         return
     for e in entries:
+        if e.problem is not None:
+            typer.echo(f"! {e.name} | {e.problem}")
+            continue
         kind = f"search: {counted(e.trial_metrics, 'trial')} ended" if e.search else "run"
         mark = "*" if e.trial_metrics else " "
         typer.echo(f"{mark} {e.name} | {e.algorithm} | {e.env} | {kind}")
     typer.echo("* = has trial metrics (a trial ended); every run folder with rows can be plotted")
+    if any(e.problem is not None for e in entries):
+        typer.echo("! = its spec record cannot be read, so it cannot be plotted")
 
 
 @app.command("run-remote")

@@ -105,6 +105,7 @@ class RunEntry:
     env: str
     trial_metrics: int  # the trials with trial metrics (a trial writes them when it ends)
     search: bool
+    problem: str | None = None  # why its spec record cannot be read (the folder is listed still)
 
 
 # -- colours ---------------------------------------------------------------------------------
@@ -323,7 +324,11 @@ def list_runs(data_dir: Path) -> list[RunEntry]:
         search = is_search_dir(folder)
         if not (search or is_run_dir(folder)):
             continue
-        _, algorithm, env = spec_fields(read_spec(folder), run_spec_path(folder))
+        try:
+            _, algorithm, env = spec_fields(read_spec(folder), run_spec_path(folder))
+        except PlotError as e:
+            entries.append(RunEntry(folder.name, "?", "?", 0, search, problem=str(e)))
+            continue
         parts = [p for p in folder.iterdir() if is_run_dir(p)] if search else [folder]
         metrics = [
             m

@@ -315,6 +315,30 @@ def test_plot_list_marks_the_folders_with_trial_metrics(tmp_path: Path) -> None:
     ]
 
 
+def test_plot_list_goes_past_a_folder_whose_spec_record_is_broken(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write_ours(data / "a_2026_01_01_000000", "a", "PPO", OURS)
+    write_spec(data / "b_2026_01_02_000000", "b", "DQN")
+    (data / "b_2026_01_02_000000" / "b_spec.json").write_text("{cut short")
+    write_spec(data / "c_2026_01_03_000000", "c", "DQN")
+    (data / "c_2026_01_03_000000" / "c_spec.json").write_text('{"name": "c"}')
+    write_ours(data / "d_2026_01_04_000000", "d", "SAC", OURS, trial_metrics=False)
+    result = invoke(["plot-list", str(data)])
+    assert result.exit_code == 0, result.stderr
+    b, c = (
+        data / "b_2026_01_02_000000" / "b_spec.json",
+        data / "c_2026_01_03_000000" / "c_spec.json",
+    )
+    assert result.stdout.splitlines() == [
+        "* a_2026_01_01_000000 | PPO | CartPole-v1 | run",
+        f"! b_2026_01_02_000000 | {b}: not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
+        f"! c_2026_01_03_000000 | {c}: not a run's spec record (it needs name, agent.algorithm.name and env.name)",
+        "  d_2026_01_04_000000 | SAC | CartPole-v1 | run",
+        "* = has trial metrics (a trial ended); every run folder with rows can be plotted",
+        "! = its spec record cannot be read, so it cannot be plotted",
+    ]
+
+
 def test_plot_list_of_an_empty_or_missing_folder(tmp_path: Path) -> None:
     result = invoke(["plot-list", str(tmp_path)])
     assert (result.exit_code, result.stdout) == (0, f"no run folders in {tmp_path}\n")
