@@ -766,9 +766,17 @@ def plot_runs(
     data_dir: Annotated[Path, typer.Option(help="where to look for a folder given by name")] = Path(
         "data"
     ),
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            "-m",
+            help="total_reward_ma, or total_reward (the mean return of the last 100 episodes, which the moving average trails)",
+        ),
+    ] = "total_reward_ma",
 ) -> None:
-    """Compare runs in one graph: each trial's total_reward_ma over frames, mean ± std over its
-    sessions, one colour per algorithm."""
+    """Compare runs in one graph: each trial's total_reward_ma (or -m total_reward) over frames,
+    mean ± std over its sessions, one colour per algorithm."""
     from slm_lab.experiment import plot
     from slm_lab.experiment.analysis import counted
 
@@ -777,6 +785,8 @@ def plot_runs(
     try:
         if not names:
             raise plot.PlotError("--folders: no folder given (e.g. -f data/run_a,data/run_b)")
+        if metric not in plot.METRICS:
+            raise plot.PlotError(f"--metric {metric}: give one of {', '.join(plot.METRICS)}")
         if labels is not None and len(labels) != len(names):
             raise plot.PlotError(
                 f"--legends: {counted(len(labels), 'label')} for {counted(len(names), 'folder')}; give one per folder"
@@ -785,15 +795,15 @@ def plot_runs(
         curves = [
             curve
             for i, path in enumerate(paths)
-            for curve in plot.read_curves(path, labels[i] if labels else None)
+            for curve in plot.read_curves(path, labels[i] if labels else None, metric)
         ]
         title = title or plot.default_title(curves)
         path = output / plot.file_name(title)
     except plot.PlotError as e:
         _fail(str(e))
-    plot.draw(curves, title, path)
+    plot.draw(curves, title, path, metric)
     for curve in curves:
-        typer.echo(plot.curve_line(curve))
+        typer.echo(plot.curve_line(curve, metric))
     typer.echo(f"plot: {path}")
 
 

@@ -1,8 +1,9 @@
 """Runs side by side: `slm-lab plot` draws the learning curves of several run folders in one
 PNG, `slm-lab plot-list` lists the run folders there are to draw.
 
-A curve is one trial's total_reward_ma against frames: at each checkpoint frame, the mean over
-the trial's sessions and their sample std (ddof 1, as SLM Lab v5's graphs and `consistency`
+A curve is one trial's total_reward_ma (or, with `metric`, total_reward: the mean return of the
+last 100 episodes, which the moving average trails) against frames: at each checkpoint frame,
+the mean over the trial's sessions and their sample std (ddof 1, as SLM Lab v5's graphs and `consistency`
 take it; a session without a return yet is left out). Two run folder formats are read:
 - ours: `info/<name>_t<i>_s<j>_session_df.csv`, a row per checkpoint with its total_reward_ma,
   at the frames every session of the trial has;
@@ -11,7 +12,7 @@ take it; a session without a return yet is left out). Two run folder formats are
   holds `mean_returns`, each session's total_reward per checkpoint, and `frames`, the first
   session's checkpoint frames; total_reward_ma is their mean over the last MA_WINDOW
   checkpoints (v5's `viz.calc_sr_ma`, our total_reward_ma), the sessions cut to the shortest
-  (v5's `util.calc_srs_mean_std`).
+  (v5's `util.calc_srs_mean_std`); total_reward is `mean_returns` itself.
 A search gives a curve per trial: ours keeps each trial in a run folder of its own inside the
 search folder, v5 keeps them all in one info/.
 
@@ -36,7 +37,8 @@ from slm_lab.experiment.analysis import MA_WINDOW, aligned, counted, nan_stats
 from slm_lab.experiment.layout import is_run_dir, is_search_dir, run_spec_path
 from slm_lab.lib import io
 
-METRIC = "total_reward_ma"
+METRIC = "total_reward_ma"  # the default
+METRICS = (METRIC, "total_reward")  # what a curve can show: columns of a session's rows
 # ours: a session's rows; v5: a trial's metrics with its curves in `local` (ours: scalars only)
 SESSION_DF = re.compile(r"_t(\d+)_s(\d+)_session_df\.csv$")
 TRIAL_METRICS = re.compile(r"_t(\d+)_trial_metrics\.json$")
@@ -183,12 +185,12 @@ def spec_fields(spec: dict[str, Any], path: Path) -> tuple[str, str, str]:
         ) from None
 
 
-def read_curves(folder: Path, label: str | None = None) -> list[Curve]:
-    """The folder's curves, one per trial in trial order, labelled `label` (default: the spec
-    name), with ` t<i>` for a search's trials and where a folder holds several."""
+def read_curves(folder: Path, label: str | None = None, metric: str = METRIC) -> list[Curve]:
+    """The folder's curves of `metric`, one per trial in trial order, labelled `label` (default:
+    the spec name), with ` t<i>` for a search's trials and where a folder holds several."""
     search = is_search_dir(folder)
     parts = sorted(p for p in folder.iterdir() if is_run_dir(p)) if search else [folder]
-    trials = sorted((c for part in parts for c in _trial_curves(part)), key=lambda c: c[0])
+    trials = sorted((c for part in parts for c in _trial_curves(part, metric)), key=lambda c: c[0])
     if not trials:
         raise PlotError(
             f"{folder}: no curves: neither info/*_session_df.csv (SLM Lab) nor info/*_trial_metrics.json with `local` curves (SLM Lab v5)"
@@ -200,19 +202,19 @@ def read_curves(folder: Path, label: str | None = None) -> list[Curve]:
     ]
 
 
-def _trial_curves(folder: Path) -> list[tuple[int, Curve]]:
+def _trial_curves(folder: Path, metric: str) -> list[tuple[int, Curve]]:
     """(trial index, curve) of each trial a run folder has rows of, labelled by its spec name."""
     name, algorithm, env = spec_fields(read_spec(folder), run_spec_path(folder))
     curves = []
-    for trial, (frames, values) in _trial_tables(folder).items():
+    for trial, (frames, values) in _trial_tables(folder, metric).items():
         mean, std = nan_stats(values, ddof=1)
         curves.append((trial, Curve(name, algorithm, env, values.shape[1], frames, mean, std)))
     return curves
 
 
-def _trial_tables(folder: Path) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Trial index -> (frames, [frame, session] total_reward_ma) of a run folder, in whichever
-    format it holds them."""
+def _trial_tables(folder: Path, metric: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Trial index -> (frames, [frame, session] metric) of a run folder, in whichever format it
+    holds them."""
     info = folder / "info"
     ours: dict[int, list[Path]] = {}
     for path in sorted(info.glob("*_session_df.csv")):
@@ -220,32 +222,36 @@ def _trial_tables(folder: Path) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         if match is not None:
             ours.setdefault(int(match[1]), []).append(path)
     if ours:
-        return {trial: _our_trial(paths) for trial, paths in ours.items()}
+        return {trial: _our_trial(paths, metric) for trial, paths in ours.items()}
     v5 = {}
     for path in sorted(info.glob("*_trial_metrics.json")):
         match = TRIAL_METRICS.search(path.name)
         metrics = read_json(path) if match is not None else None
         if isinstance(metrics, dict) and "local" in metrics:
-            v5[int(match[1])] = v5_trial(metrics["local"], path)
+            v5[int(match[1])] = v5_trial(metrics["local"], path, metric)
     return v5
 
 
-def _our_trial(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
+def _our_trial(paths: list[Path], metric: str) -> tuple[np.ndarray, np.ndarray]:
     tables = [analysis.read_csv(p) for p in paths]
     for path, table in zip(paths, tables, strict=True):
-        if "frame" not in table or METRIC not in table:
-            raise PlotError(f"{path}: no frame and {METRIC} columns")
-    return aligned(tables, METRIC)
+        if "frame" not in table or metric not in table:
+            raise PlotError(f"{path}: no frame and {metric} columns")
+    return aligned(tables, metric)
 
 
-def v5_trial(local: dict[str, Any], path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(frames, [frame, session] total_reward_ma) of SLM Lab v5's trial metrics' `local`."""
+def v5_trial(
+    local: dict[str, Any], path: Path, metric: str = METRIC
+) -> tuple[np.ndarray, np.ndarray]:
+    """(frames, [frame, session] metric) of SLM Lab v5's trial metrics' `local`."""
     missing = [k for k in V5_LOCAL_KEYS if k not in local]
     if missing:
         raise PlotError(f"{path}: its `local` has no {', '.join(missing)}")
     returns = [np.asarray(r, dtype=float) for r in local["mean_returns"]]
     frames = np.asarray(local["frames"], dtype=float)
     n = min(len(frames), *(len(r) for r in returns))
+    if metric != METRIC:  # total_reward: the returns themselves
+        return frames[:n], np.stack([r[:n] for r in returns], axis=1)
     return frames[:n], np.stack([moving_mean(r[:n], MA_WINDOW) for r in returns], axis=1)
 
 
@@ -275,7 +281,7 @@ def default_title(curves: list[Curve]) -> str:
     return ", ".join(dict.fromkeys(c.env for c in curves))
 
 
-def draw(curves: list[Curve], title: str, path: Path) -> None:
+def draw(curves: list[Curve], title: str, path: Path, metric: str = METRIC) -> None:
     """Every curve's mean with its ±std band, in one headless PNG (no pyplot, no display)."""
     from matplotlib.figure import Figure
 
@@ -299,18 +305,19 @@ def draw(curves: list[Curve], title: str, path: Path) -> None:
         )
     ax.set_title(title)
     ax.set_xlabel("frame")
-    ax.set_ylabel(f"{METRIC} (mean ± std over sessions)")
+    ax.set_ylabel(f"{metric} (mean ± std over sessions)")
     ax.grid(alpha=GRID_ALPHA)
     ax.legend()
     fig.tight_layout()
     io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
 
 
-def curve_line(curve: Curve) -> str:
-    """What the terminal says of a curve: its last point."""
+def curve_line(curve: Curve, metric: str = METRIC) -> str:
+    """What the terminal says of a curve: its last point (± the std where sessions > 1)."""
+    spread = f" ± {curve.std[-1]:.2f}" if curve.sessions > 1 else ""
     return (
         f"{curve.label} ({curve.algorithm}, {curve.env}): {counted(curve.sessions, 'session')} | "
-        f"frame:{curve.frames[-1]:.0f} | {METRIC}:{curve.mean[-1]:.2f} ± {curve.std[-1]:.2f}"
+        f"frame:{curve.frames[-1]:.0f} | {metric}:{curve.mean[-1]:.2f}{spread}"
     )
 
 

@@ -51,11 +51,12 @@ def write_ours(
     trial: int = 0,
     trial_metrics: bool = True,
 ) -> Path:
-    """Our run folder: a session_df CSV per (frames, total_reward_ma) session."""
+    """Our run folder: a session_df CSV per (frames, total_reward_ma) session; its
+    total_reward is twice its total_reward_ma (NaN alike)."""
     write_spec(folder, name, algorithm)
     for s, (frames, ma) in enumerate(sessions):
         rows = "".join(
-            f"{f},{'' if math.isnan(m) else m},{'' if math.isnan(m) else m}\n"
+            f"{f},{'' if math.isnan(m) else 2 * m},{'' if math.isnan(m) else m}\n"
             for f, m in zip(frames, ma, strict=True)
         )
         csv = folder / "info" / f"{name}_t{trial}_s{s}_session_df.csv"
@@ -220,6 +221,30 @@ def test_plot_draws_ours_beside_v5s_in_one_png_with_the_algorithms_colours(
     assert {ALGORITHM_COLORS["PPO"], ALGORITHM_COLORS["DQN"]} <= colours_of(out / "again.png")
 
 
+def test_plot_of_total_reward_reads_that_column_and_v5s_returns_themselves(
+    tmp_path: Path,
+) -> None:
+    [ours] = read_curves(write_ours(tmp_path / "run", "a", "PPO", OURS), metric="total_reward")
+    assert np.array(ours.table())[1:] == pytest.approx(
+        np.array([(200, 20.0, NAN), (300, 60.0, math.sqrt(800))]), nan_ok=True
+    )
+    [v5] = read_curves(write_v5(tmp_path / "v5", "v", {0: V5_LOCAL}), metric="total_reward")
+    assert np.array(v5.table()) == pytest.approx(  # s0 [10, 20, 30], s1 [20, 40, 60]
+        np.array(
+            [(1000, 15.0, 10 / math.sqrt(2)), (2000, 30.0, 20 / math.sqrt(2))]
+            + [(3000, 45.0, 30 / math.sqrt(2))]
+        )
+    )
+    one = write_ours(tmp_path / "one", "b", "PPO", OURS[:1])
+    out = tmp_path / "plots"
+    result = invoke(["plot", "-m", "total_reward", "-f", str(one), "-t", "t", "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [  # one session: no ± std
+        "b (PPO, CartPole-v1): 1 session | frame:400 | total_reward:60.00",
+        f"plot: {out / 't.png'}",
+    ]
+
+
 def test_plot_title_defaults_to_the_env(in_tmp: Path) -> None:
     write_ours(in_tmp / "data" / "run", "ppo_a", "PPO", OURS)
     result = invoke(["plot", "-f", "run"])
@@ -261,6 +286,10 @@ def bad_plot_input(tmp: Path, case: str) -> tuple[list[str], str]:
         case "v5 without frames":
             v5 = write_v5(tmp / "v5", "v", {0: {"mean_returns": [[1.0]]}})
             return ["-f", str(v5)], f"{v5}/info/v_t0_trial_metrics.json: its `local` has no frames"
+        case "metric":
+            return ["-f", str(run), "-m", "strength"], (
+                "--metric strength: give one of total_reward_ma, total_reward"
+            )
         case "bad spec":
             (run / "ppo_a_spec.json").write_text('{"name": "ppo_a"}')
             return ["-f", str(run)], (
@@ -280,6 +309,7 @@ def bad_plot_input(tmp: Path, case: str) -> tuple[list[str], str]:
         "title",
         "no curves",
         "v5 without frames",
+        "metric",
         "bad spec",
     ],
 )
