@@ -122,6 +122,7 @@ def main(
     spec = load_spec(mode)
     _, close, chosen = ours_rollout(spec)  # the mode SLM Lab builds for this spec here
     close()
+    spec = load_spec(chosen)  # both variants in that mode, whatever the load does later
     load_before = os.getloadavg()
     typer.echo(
         f"{ENV_ID} x{spec.env.num_envs} ({chosen}), random actions, {steps} timed vector steps "

@@ -64,6 +64,7 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
     spec = json.loads(text)[SPEC_NAME]
     spec["name"] = SPEC_NAME
     spec["agent"]["net"]["gpu"] = False
+    spec["env"]["vectorization_mode"] = "sync"  # one process, as SB3's DummyVecEnv
     spec["meta"] |= {"max_session": 1, "max_trial": 1, "random_seed": seed}
     return spec
 

@@ -797,7 +797,7 @@ def plot_runs(
             for i, path in enumerate(paths)
             for curve in plot.read_curves(path, labels[i] if labels else None, metric)
         ]
-        title = title or plot.default_title(curves)
+        title = title or plot.default_title(curves, metric)
         path = output / plot.file_name(title)
     except plot.PlotError as e:
         _fail(str(e))
@@ -812,7 +812,7 @@ def plot_list(
     data_dir: Annotated[Path, typer.Argument(help="where the run folders are")] = Path("data"),
 ) -> None:
     """List the run folders there are to plot; * marks those with trial metrics (a trial that
-    ended)."""
+    ended), ! those whose spec record cannot be read."""
     from slm_lab.experiment import plot
     from slm_lab.experiment.analysis import counted
 

@@ -77,7 +77,7 @@ class PlotError(ValueError):
 
 @dataclass(frozen=True)
 class Curve:
-    """One trial's total_reward_ma over `sessions` sessions: mean and sample std per frame."""
+    """One trial's metric over `sessions` sessions: mean and sample std per frame."""
 
     label: str
     algorithm: str
@@ -162,6 +162,10 @@ def read_spec(folder: Path) -> dict[str, Any]:
     """The spec record of a run or search folder (ours or v5's; v4's agent and env are lists)."""
     path = run_spec_path(folder)
     spec = read_json(path)
+    if not isinstance(spec, dict):
+        raise PlotError(
+            f"{path}: not a run's spec record (it needs name, agent.algorithm.name and env.name)"
+        )
     for key in ("agent", "env"):
         if isinstance(spec.get(key), list) and spec[key]:
             spec[key] = spec[key][0]
@@ -171,8 +175,10 @@ def read_spec(folder: Path) -> dict[str, Any]:
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise PlotError(f"{path}: not JSON ({e})") from None
+    except OSError as e:
+        raise PlotError(f"{path}: cannot be read ({e.strerror})") from None
 
 
 def spec_fields(spec: dict[str, Any], path: Path) -> tuple[str, str, str]:
@@ -250,9 +256,11 @@ def v5_trial(
     returns = [np.asarray(r, dtype=float) for r in local["mean_returns"]]
     frames = np.asarray(local["frames"], dtype=float)
     n = min(len(frames), *(len(r) for r in returns))
-    if metric != METRIC:  # total_reward: the returns themselves
+    if metric == METRIC:
+        return frames[:n], np.stack([moving_mean(r[:n], MA_WINDOW) for r in returns], axis=1)
+    if metric == "total_reward":  # the returns themselves
         return frames[:n], np.stack([r[:n] for r in returns], axis=1)
-    return frames[:n], np.stack([moving_mean(r[:n], MA_WINDOW) for r in returns], axis=1)
+    raise PlotError(f"--metric {metric}: give one of {', '.join(METRICS)}")
 
 
 def moving_mean(values: np.ndarray, window: int) -> np.ndarray:
@@ -276,9 +284,10 @@ def file_name(title: str) -> str:
     return f"{stem}.png"
 
 
-def default_title(curves: list[Curve]) -> str:
-    """The runs' env names."""
-    return ", ".join(dict.fromkeys(c.env for c in curves))
+def default_title(curves: list[Curve], metric: str = METRIC) -> str:
+    """The runs' env names (and the metric, where it is not the default)."""
+    envs = ", ".join(dict.fromkeys(c.env for c in curves))
+    return envs if metric == METRIC else f"{envs} {metric}"
 
 
 def draw(curves: list[Curve], title: str, path: Path, metric: str = METRIC) -> None:

@@ -251,6 +251,8 @@ def test_plot_title_defaults_to_the_env(in_tmp: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "plot: docs/plots/CartPole-v1.png"
     assert (in_tmp / "docs" / "plots" / "CartPole-v1.png").is_file()
+    result = invoke(["plot", "-f", "run", "-m", "total_reward"])  # not over the default's file
+    assert result.stdout.splitlines()[-1] == "plot: docs/plots/CartPole-v1_total_reward.png"
 
 
 def bad_plot_input(tmp: Path, case: str) -> tuple[list[str], str]:
@@ -353,6 +355,10 @@ def test_plot_list_goes_past_a_folder_whose_spec_record_is_broken(tmp_path: Path
     write_spec(data / "c_2026_01_03_000000", "c", "DQN")
     (data / "c_2026_01_03_000000" / "c_spec.json").write_text('{"name": "c"}')
     write_ours(data / "d_2026_01_04_000000", "d", "SAC", OURS, trial_metrics=False)
+    write_spec(data / "e_2026_01_05_000000", "e", "DQN")
+    (data / "e_2026_01_05_000000" / "e_spec.json").write_text("[1]")
+    write_spec(data / "f_2026_01_06_000000", "f", "DQN")
+    (data / "f_2026_01_06_000000" / "f_spec.json").write_bytes(b"\xff\xfe")
     result = invoke(["plot-list", str(data)])
     assert result.exit_code == 0, result.stderr
     b, c = (
@@ -364,6 +370,8 @@ def test_plot_list_goes_past_a_folder_whose_spec_record_is_broken(tmp_path: Path
         f"! b_2026_01_02_000000 | {b}: not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
         f"! c_2026_01_03_000000 | {c}: not a run's spec record (it needs name, agent.algorithm.name and env.name)",
         "  d_2026_01_04_000000 | SAC | CartPole-v1 | run",
+        f"! e_2026_01_05_000000 | {data / 'e_2026_01_05_000000' / 'e_spec.json'}: not a run's spec record (it needs name, agent.algorithm.name and env.name)",
+        f"! f_2026_01_06_000000 | {data / 'f_2026_01_06_000000' / 'f_spec.json'}: not JSON ('utf-8' codec can't decode byte 0xff in position 0: invalid start byte)",
         "* = has trial metrics (a trial ended); every run folder with rows can be plotted",
         "! = its spec record cannot be read, so it cannot be plotted",
     ]
