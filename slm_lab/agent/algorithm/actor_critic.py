@@ -47,9 +47,7 @@ class ActorCritic(PolicyGradient):
         self, batch: Batch, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantages and value targets, [T, N]; `values` are V(s_t) in env units (no grad)."""
-        T, N = batch.rewards.shape
-        with torch.no_grad(), net_util.eval_mode(self.nets):
-            next_values = self.denorm_v(self.nets.value(flat(batch.next_obs).float())).view(T, N)
+        next_values = self.next_values(batch, values)
         rewards, terminateds, dones = batch.rewards, batch.terminateds, batch.dones
         lam, n = self.config.lam, self.config.num_step_returns
         if lam is not None:
@@ -60,6 +58,20 @@ class ActorCritic(PolicyGradient):
         else:
             v_targets = calc_returns(rewards, dones, self.gamma)
         return v_targets - values, v_targets
+
+    def next_values(self, batch: Batch, values: torch.Tensor) -> torch.Tensor:
+        """V(s_{t+1}), [T, N] in env units. Where an episode goes on, s_{t+1} is the next row's
+        s_t (the memory stores the same observation twice), so its value is `values` moved up a
+        row; the net runs only on the successors the batch does not start a step from: the last
+        row's and those of steps that ended an episode (a final observation)."""
+        fresh = batch.dones.clone()
+        fresh[-1] = True
+        next_values = torch.empty_like(values)
+        next_values[:-1] = values[1:]
+        with torch.no_grad(), net_util.eval_mode(self.nets):
+            v = self.nets.value(batch.next_obs[fresh].float())
+        next_values[fresh] = self.denorm_v(v).view(-1)
+        return next_values
 
     def update(self, t: Transition) -> None:
         if self.sil is not None and not self.eval_mode:
