@@ -1,6 +1,8 @@
 """ConvNet, RecurrentNet (with the env's sequence stacking), dueling nets, BatchRenorm1d, and the
 net-type checks."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -52,6 +54,19 @@ def test_conv_normalize_divides_by_255() -> None:
     expected = plain(x.float() / 255.0)[0]
     torch.testing.assert_close(normalized(x)[0], expected)
     assert not torch.allclose(plain(x.float())[0], expected)
+
+
+def test_conv_runs_in_channels_last_and_computes_the_same_function() -> None:
+    """The body's weights and activations are NHWC (the faster CPU convolutions); the outputs
+    equal the same weights' in the default layout, and the flattened features keep C, H, W order."""
+    net = build_net(net_config({**NATURE, "normalize": True}), (4, 84, 84), [6])
+    conv = net.body[0]
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert not conv.weight.is_contiguous()
+    plain = copy.deepcopy(net.body).to(memory_format=torch.contiguous_format)
+    assert plain[0].weight.is_contiguous()
+    x = frames()
+    torch.testing.assert_close(net.embed(x), plain((x.float() / 255.0).contiguous()))
 
 
 def test_conv_batch_norm_and_bad_input() -> None:

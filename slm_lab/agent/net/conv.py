@@ -47,11 +47,12 @@ class ConvNet(Net):
         with torch.no_grad():
             conv_dim = conv_out(torch.zeros(1, *in_shape)).shape[1]
         fcs, last = hidden_layers(net, conv_dim, net.fc_hid_layers, norm=False)
-        self.body = nn.Sequential(*convs, *fcs).train()
+        # channels_last (NHWC): oneDNN's faster convolutions on CPU; the same function
+        self.body = nn.Sequential(*convs, *fcs).train().to(memory_format=torch.channels_last)
         self.init_heads(net, last, out_dims, head_gains, log_std_dim)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.float()
+        x = x.to(torch.float32, memory_format=torch.channels_last)
         if self.normalize:
             x = x / PIXEL_MAX
         for layer in self.body:
