@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from conftest import make_env, net_config, net_spec
 
+from slm_lab.agent.net import net_util
 from slm_lab.agent.net.batch_renorm import BatchRenorm1d
 from slm_lab.agent.net.config import NET_TYPES, check_net_input, env_seq_len
 from slm_lab.agent.net.dueling import DuelingConvNet, DuelingMLPNet
@@ -66,7 +67,42 @@ def test_conv_runs_in_channels_last_and_computes_the_same_function() -> None:
     plain = copy.deepcopy(net.body).to(memory_format=torch.contiguous_format)
     assert plain[0].weight.is_contiguous()
     x = frames()
+    assert net.body[0](x.to(torch.float32, memory_format=torch.channels_last)).is_contiguous(
+        memory_format=torch.channels_last
+    )
+    seen = []
+    forward = conv.forward
+    conv.forward = lambda frames: seen.append(frames) or forward(frames)
     torch.testing.assert_close(net.embed(x), plain((x.float() / 255.0).contiguous()))
+    assert seen[0].is_contiguous(memory_format=torch.channels_last)  # embed feeds NHWC frames
+
+
+def test_an_optimizer_state_in_another_layout_takes_its_parameters_layout() -> None:
+    """Adam's moments from a checkpoint of a ConvNet still in NCHW, loaded into one in
+    channels_last: `match_state_layout` gives them the parameters' layout (fused AdamW misreads
+    them otherwise), so a step from the loaded state equals the old net's step."""
+    net = build_net(net_config(SMALL_CONV), (2, 16, 16), [3])
+    old = copy.deepcopy(net).to(memory_format=torch.contiguous_format)
+    old_optim = torch.optim.AdamW(old.parameters(), lr=0.1, fused=True)
+    x = frames(shape=(2, 16, 16))
+    old(x)[0].sum().backward()
+    old_optim.step()
+    net.load_state_dict(old.state_dict())
+    optim = torch.optim.AdamW(net.parameters(), lr=0.1, fused=True)
+    optim.load_state_dict(copy.deepcopy(old_optim.state_dict()))  # as from a file
+    weight = net.body[0].weight
+    assert optim.state[weight]["exp_avg"].stride() != weight.stride()  # as torch loads it
+    net_util.match_state_layout(optim)
+    for p in net.parameters():
+        assert all(optim.state[p][k].stride() == p.stride() for k in ("exp_avg", "exp_avg_sq"))
+    grads = [
+        torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) for p in net.parameters()
+    ]
+    for model, o in ((old, old_optim), (net, optim)):
+        for p, g in zip(model.parameters(), grads, strict=True):
+            p.grad = torch.empty_like(p).copy_(g)
+        o.step()
+    torch.testing.assert_close(weight, old.body[0].weight)
 
 
 def test_conv_batch_norm_and_bad_input() -> None:

@@ -201,6 +201,7 @@ class Algorithm:
             m.load_state_dict(state["nets"][k])
         for o, s in zip(self.optims, state["optims"], strict=True):
             o.load_state_dict(s)
+            net_util.match_state_layout(o)
         for sch, s in zip(self.lr_schedulers, state["lr_schedulers"], strict=True):
             sch.load_state_dict(s)
         if self.memory is not None and state["memory"] is not None:

@@ -169,6 +169,20 @@ class GradStep:
 
 
 @torch.no_grad()
+def match_state_layout(optim: torch.optim.Optimizer) -> None:
+    """Give each per-parameter state tensor of `optim` (Adam's moments, ...) its parameter's memory
+    layout. A loaded state keeps the layout it was saved with, and a checkpoint from before a net
+    changed layout (ConvNet's channels_last) would otherwise meet its parameters in another one,
+    which the fused optimizers' kernels do not handle."""
+    for group in optim.param_groups:
+        for p in group["params"]:
+            state = optim.state.get(p, {})
+            for k, v in state.items():
+                if torch.is_tensor(v) and v.shape == p.shape and v.stride() != p.stride():
+                    state[k] = torch.empty_like(p).copy_(v)
+
+
+@torch.no_grad()
 def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> None:
     """torch.nn.utils.clip_grad_norm_ (2-norm, foreach) for parameters on one device and dtype,
     without its per-call grouping of tensors by device (a third of its cost on small nets)."""
