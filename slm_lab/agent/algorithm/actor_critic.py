@@ -60,10 +60,17 @@ class ActorCritic(PolicyGradient):
         return v_targets - values, v_targets
 
     def next_values(self, batch: Batch, values: torch.Tensor) -> torch.Tensor:
-        """V(s_{t+1}), [T, N] in env units. Where an episode goes on, s_{t+1} is the next row's
-        s_t (the memory stores the same observation twice), so its value is `values` moved up a
-        row; the net runs only on the successors the batch does not start a step from: the last
-        row's and those of steps that ended an episode (a final observation)."""
+        """V(s_{t+1}), [T, N] in env units, from the net in eval mode. Where an episode goes on,
+        s_{t+1} is the next row's s_t (the memory stores the same observation twice), so its
+        value is `values` moved up a row; the net runs only on the successors the batch does not
+        start a step from: the last row's and those of steps that ended an episode (a final
+        observation). `values` came from the nets in their current mode: where layers that act
+        differently in eval mode (batch norm, dropout) are in train mode, every row is run."""
+        if any(m.training for m in net_util.mode_layers(self.nets)):
+            T, N = values.shape
+            with torch.no_grad(), net_util.eval_mode(self.nets):
+                v = self.nets.value(flat(batch.next_obs).float())
+            return self.denorm_v(v).view(T, N)
         fresh = batch.dones.clone()
         fresh[-1] = True
         next_values = torch.empty_like(values)
