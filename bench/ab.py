@@ -13,6 +13,7 @@ import json
 import statistics
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -37,6 +38,28 @@ def run(checkout: Path, script: str, frames: int | None, seed: int) -> dict:
     return result
 
 
+def run_pairs(
+    pairs: int, a: Path, b: Path, measure: Callable[[Path], dict], describe: Callable[[dict], str]
+) -> None:
+    """`measure(checkout)` in A and in B alternately (which goes first alternates from pair to
+    pair), `pairs` times; prints each run (`describe`), the medians of its "fps" and the median
+    of the per-pair ratios B / A."""
+    fps: dict[str, list[float]] = {"A": [], "B": []}
+    for i in range(pairs):
+        order = (("A", a), ("B", b)) if i % 2 == 0 else (("B", b), ("A", a))
+        for label, checkout in order:
+            r = measure(checkout.resolve())
+            fps[label].append(r["fps"])
+            typer.echo(f"[pair {i + 1} {label}] {describe(r)}")
+    ratios = [nb / na for na, nb in zip(fps["A"], fps["B"], strict=True)]
+    typer.echo(
+        f"median fps: A {statistics.median(fps['A']):.0f} | B {statistics.median(fps['B']):.0f} | "
+        f"median ratio B/A {statistics.median(ratios):.3f} (per pair: "
+        + ", ".join(f"{r:.3f}" for r in ratios)
+        + ")"
+    )
+
+
 @app.command()
 def main(
     script: Annotated[str, typer.Argument(help="a bench/*_vs_sb3.py script name")],
@@ -46,19 +69,15 @@ def main(
     frames: Annotated[int | None, typer.Option(help="frames (default: the script's)")] = None,
     seed: Annotated[int, typer.Option(help="seed of both")] = 0,
 ) -> None:
-    fps: dict[str, list[float]] = {"A": [], "B": []}
-    for i in range(pairs):
-        order = (("A", a), ("B", b)) if i % 2 == 0 else (("B", b), ("A", a))
-        for label, checkout in order:
-            r = run(checkout.resolve(), script, frames, seed)
-            fps[label].append(r["fps"])
-            typer.echo(
-                f"[pair {i + 1} {label}] frames {r['frames']} | wall_s {r['wall_s']:.1f} | fps {r['fps']:.0f} | mean_return {r['mean_return']:.1f}"
-            )
-    ratios = [nb / na for na, nb in zip(fps["A"], fps["B"], strict=True)]
-    typer.echo(
-        f"median fps: A {statistics.median(fps['A']):.0f} | B {statistics.median(fps['B']):.0f} | "
-        f"median ratio B/A {statistics.median(ratios):.3f}"
+    run_pairs(
+        pairs,
+        a,
+        b,
+        lambda checkout: run(checkout, script, frames, seed),
+        lambda r: (
+            f"frames {r['frames']} | wall_s {r['wall_s']:.1f} | fps {r['fps']:.0f} | "
+            f"mean_return {r['mean_return']:.1f}"
+        ),
     )
 
 

@@ -12,7 +12,6 @@ usage: uv run python bench/ab_cli.py --a /tmp/old --b . SPEC NAME --frames 32768
 
 import json
 import os
-import statistics
 import subprocess
 import tempfile
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from ab import run_pairs  # bench/ is the script's directory
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
@@ -53,22 +53,15 @@ def main(
     sets: Annotated[list[str] | None, typer.Option("-s", help="KEY=VAL, as slm-lab run's")] = None,
 ) -> None:
     spec = spec.resolve()
-    fps: dict[str, list[float]] = {"A": [], "B": []}
-    for i in range(pairs):
-        order = (("A", a), ("B", b)) if i % 2 == 0 else (("B", b), ("A", a))
-        for label, checkout in order:
-            r = run(checkout.resolve(), spec, name, frames, sets or [])
-            fps[label].append(r["fps"])
-            typer.echo(
-                f"[pair {i + 1} {label}] wall_s {r['wall_s']:.1f} | fps {r['fps']:.0f} | "
-                f"total_reward_ma {r['total_reward_ma']:.2f}"
-            )
-    ratios = [nb / na for na, nb in zip(fps["A"], fps["B"], strict=True)]
-    typer.echo(
-        f"median fps: A {statistics.median(fps['A']):.0f} | B {statistics.median(fps['B']):.0f} | "
-        f"median ratio B/A {statistics.median(ratios):.3f} (per pair: "
-        + ", ".join(f"{r:.3f}" for r in ratios)
-        + ")"
+    run_pairs(
+        pairs,
+        a,
+        b,
+        lambda checkout: run(checkout, spec, name, frames, sets or []),
+        lambda r: (
+            f"wall_s {r['wall_s']:.1f} | fps {r['fps']:.0f} | "
+            f"total_reward_ma {r['total_reward_ma']:.2f}"
+        ),
     )
 
 

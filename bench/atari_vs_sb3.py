@@ -114,15 +114,18 @@ COMMON_MISMATCHES = [
     "update up to float rounding",
     "random streams: env seeds, actions and minibatches draw from different RNGs, so equal "
     "seeds give different runs",
+    "convolutions: SLM Lab's ConvNet runs in channels_last (NHWC), SB3's NatureCNN in torch's "
+    "default NCHW",
 ]
 PPO_MISMATCHES = [
-    "values: SLM Lab computes V(s) and V(s') of the whole batch at the start of each training "
-    "call (two forward passes over 2048 observations, no grad), the old log-probs too; SB3 keeps "
-    "the values and log-probs from acting and computes one V of the last observations",
+    "values: SLM Lab computes V(s) and the old log-probs of the whole batch at the start of "
+    "each training call (one forward pass over 2048 observations, no grad), and V(s') only of "
+    "the last observations and the episodes' final ones (the rest is the next step's V(s)); SB3 "
+    "keeps the values and log-probs from acting and computes one V of the last observations",
     "value loss: SLM Lab's clip_vloss takes 1/2 the max of the clipped and unclipped squared "
     "errors (CleanRL); SB3's clip_range_vf takes the squared error of the clipped values only",
     "rollout buffer: both keep uint8 observations; SLM Lab also stores every next observation "
-    "(its V(s') pass reads them)",
+    "(its V(s') pass reads the final ones)",
     "frame count: both train on every full batch of 16 x 128 frames; --frames a multiple of "
     "2048 (the default 4096: 2 batches) leaves no partial batch",
 ]
