@@ -48,6 +48,7 @@ class Comparison:
     # result keys printed after the standard ones on each library's line, with their formats
     extra_fields: dict[str, str] = field(default_factory=dict)
     report_extra: dict[str, Any] = field(default_factory=dict)  # more top-level JSON keys
+    settings: str = "RL Zoo hyperparameters"  # whose settings both run, as the header says
 
     @property
     def out_path(self) -> Path:
@@ -257,7 +258,7 @@ def compare(cmp: Comparison, frames: int, seed: int) -> None:
     import torch
 
     print(
-        f"{cmp.algo} {cmp.env_id}, RL Zoo hyperparameters, frames {frames}, seed {seed}, 1 torch thread per run",
+        f"{cmp.algo} {cmp.env_id}, {cmp.settings}, frames {frames}, seed {seed}, 1 torch thread per run",
         flush=True,
     )
     results: dict[str, dict[str, Any]] = {}
