@@ -212,6 +212,20 @@ def timed_learn(model: Any, frames: int) -> float:
     return time.perf_counter() - start
 
 
+def learn_counting_grad_steps(model: Any, env: Any, frames: int) -> dict[str, Any]:
+    """Train an SB3 off-policy model for `frames` (timed_learn); sb3_result's keys and its
+    gradient steps; the env is closed."""
+    wall = timed_learn(model, frames)
+    result = {**sb3_result(model, env, wall), "grad_steps": int(model._n_updates)}
+    env.close()
+    return result
+
+
+def session_grad_steps(session: Any) -> dict[str, Any]:
+    """run_session's `extra` for off-policy comparisons: the session's gradient steps."""
+    return {"grad_steps": int(session.clock.opt_step)}
+
+
 # -- parent ------------------------------------------------------------------------------------
 def run_child(cmp: Comparison, lib: str, frames: int, seed: int) -> dict[str, Any]:
     """Run one library's training in a fresh single-threaded Python process; its result dict."""

@@ -34,10 +34,10 @@ from compare_sb3 import (
     Comparison,
     cli,
     env_and_meta,
+    learn_counting_grad_steps,
     pin_torch_threads,
     run_session,
-    sb3_result,
-    timed_learn,
+    session_grad_steps,
 )
 
 ENV_ID = "CartPole-v1"
@@ -136,9 +136,7 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
 
 # -- children: one library's training run, in its own process ---------------------------------
 def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
-    return run_session(
-        slm_lab_spec(frames, seed), extra=lambda s: {"grad_steps": int(s.clock.opt_step)}
-    )
+    return run_session(slm_lab_spec(frames, seed), extra=session_grad_steps)
 
 
 def run_sb3(frames: int, seed: int) -> dict[str, Any]:
@@ -168,10 +166,7 @@ def run_sb3(frames: int, seed: int) -> dict[str, Any]:
         device="cpu",
         verbose=0,
     )
-    wall = timed_learn(model, frames)
-    result = {**sb3_result(model, env, wall), "grad_steps": int(model._n_updates)}
-    env.close()
-    return result
+    return learn_counting_grad_steps(model, env, frames)
 
 
 COMPARISON = Comparison(
