@@ -47,16 +47,16 @@ class ActorCritic(PolicyGradient):
         self, batch: Batch, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantages and value targets, [T, N]; `values` are V(s_t) in env units (no grad)."""
-        next_values = self.next_values(batch, values)
         rewards, terminateds, dones = batch.rewards, batch.terminateds, batch.dones
         lam, n = self.config.lam, self.config.num_step_returns
+        if lam is None and n is None:  # Monte-Carlo returns: nothing to bootstrap from
+            v_targets = calc_returns(rewards, dones, self.gamma)
+            return v_targets - values, v_targets
+        next_values = self.next_values(batch, values)
         if lam is not None:
             advs = calc_gaes(rewards, terminateds, dones, values, next_values, self.gamma, lam)
             return advs, advs + values
-        if n is not None:
-            v_targets = calc_nstep_returns(rewards, terminateds, dones, next_values, self.gamma, n)
-        else:
-            v_targets = calc_returns(rewards, dones, self.gamma)
+        v_targets = calc_nstep_returns(rewards, terminateds, dones, next_values, self.gamma, n)
         return v_targets - values, v_targets
 
     def next_values(self, batch: Batch, values: torch.Tensor) -> torch.Tensor:
