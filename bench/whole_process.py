@@ -3,7 +3,9 @@
 The in-process comparisons (bench/*_vs_sb3.py) time the training loop only. Here every number is
 a whole process started from this script (imports, start-up, training, final analysis, exit):
 
-- `pairs`: RL Zoo PPO CartPole-v1 (1e5 frames) and DQN CartPole-v1 (5e4 frames), A/B alternating
+- `pairs`: RL Zoo PPO CartPole-v1 (1e5 frames) and DQN CartPole-v1 (5e4 frames), and SAC
+  Hopper-v5 at RL Zoo's settings but learning_starts 1e3 (5e4 frames; `--only sac_hopper`, not
+  run by default: about 15 minutes a pair), A/B alternating
   in pairs (which library goes first alternates from pair to pair), the same seed within a pair.
   SLM Lab runs through its real CLI, `slm-lab run <spec file> <name> train --log-level WARNING`,
   on a one-session spec file generated from the comparison scripts' `slm_lab_spec(frames, seed)`,
@@ -30,9 +32,9 @@ Peak RSS is the child's own ru_maxrss from os.wait4. Linux carries the launching
 RSS into its child's (across the exec), so this parent stays small (no torch, numpy or pandas)
 and records its own peak as the floor below which no child can read.
 
-Raw numbers go to bench/out/whole_process.json (`pairs`) and bench/out/whole_process_<command>.json.
+Raw numbers go to bench/out/whole_process.json (`pairs`; with `--only W`, whole_process_W.json) and bench/out/whole_process_<command>.json.
 
-usage: uv run --group bench python bench/whole_process.py pairs [--pairs 3] [--only ppo|dqn]
+usage: uv run --group bench python bench/whole_process.py pairs [--pairs 3] [--only ppo|dqn|sac_hopper]
        [--frames-scale 1]; ... cli [--repeats 10]; ... startup [--repeats 5]; ... rss [--repeats 3]
 """
 
@@ -55,6 +57,7 @@ from typing import Annotated, Any
 
 import dqn_cartpole_vs_sb3
 import ppo_cartpole_vs_sb3
+import sac_hopper_vs_sb3
 import typer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +86,7 @@ app = typer.Typer(
 class WorkName(StrEnum):
     ppo = "ppo"
     dqn = "dqn"
+    sac_hopper = "sac_hopper"
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,9 @@ class Work:
 WORKS = {
     WorkName.ppo: Work("PPO CartPole-v1", ppo_cartpole_vs_sb3, 100_000),
     WorkName.dqn: Work("DQN CartPole-v1", dqn_cartpole_vs_sb3, 50_000),
+    WorkName.sac_hopper: Work("SAC Hopper-v5", sac_hopper_vs_sb3, 50_000),
 }
+DEFAULT_WORKS = (WorkName.ppo, WorkName.dqn)  # sac_hopper only when asked: it is long
 
 
 # -- one child process -------------------------------------------------------------------------
@@ -271,7 +277,9 @@ def summarize(work: Work, frames: int, runs: list[dict[str, Any]]) -> dict[str, 
 @app.command()
 def pairs(
     pairs: Annotated[int, typer.Option(min=1, help="A/B pairs per work")] = 3,
-    only: Annotated[WorkName | None, typer.Option(help="one work instead of both")] = None,
+    only: Annotated[
+        WorkName | None, typer.Option(help="one work instead of PPO and DQN CartPole")
+    ] = None,
     frames_scale: Annotated[
         float, typer.Option(min=0, help="multiply both frame budgets (e.g. 0.05 to validate)")
     ] = 1.0,
@@ -279,7 +287,7 @@ def pairs(
 ) -> None:
     """Whole SLM Lab CLI runs vs whole SB3 script runs, alternating, on RL Zoo CartPole works."""
     report: dict[str, Any] = {"pairs": pairs, "frames_scale": frames_scale, "works": {}}
-    for work_name in [only] if only else list(WorkName):
+    for work_name in [only] if only else DEFAULT_WORKS:
         work = WORKS[work_name]
         frames = max(1, round(work.frames * frames_scale))
         runs = []
@@ -302,7 +310,9 @@ def pairs(
             "runs": runs,
             "summary": summarize(work, frames, runs),
         }
-    write_report(OUT_DIR / "whole_process.json", report)
+    write_report(
+        OUT_DIR / (f"whole_process_{only.value}.json" if only else "whole_process.json"), report
+    )
 
 
 # -- cli ---------------------------------------------------------------------------------------
