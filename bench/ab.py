@@ -10,6 +10,7 @@ usage: uv run python bench/ab.py --a /tmp/old --b . ppo_cartpole_vs_sb3.py [--pa
 """
 
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -38,19 +39,32 @@ def run(checkout: Path, script: str, frames: int | None, seed: int) -> dict:
     return result
 
 
+def commit(checkout: Path) -> str:
+    """The checkout's HEAD commit, with " (modified)" when its tracked files differ from it."""
+    git = ["git", "-C", str(checkout)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return "not a git checkout"
+    dirty = subprocess.run([*git, "diff", "--quiet", "HEAD"]).returncode != 0
+    return head.stdout.strip() + (" (modified)" if dirty else "")
+
+
 def run_pairs(
     pairs: int, a: Path, b: Path, measure: Callable[[Path], dict], describe: Callable[[dict], str]
 ) -> None:
     """`measure(checkout)` in A and in B alternately (which goes first alternates from pair to
-    pair), `pairs` times; prints each run (`describe`), the medians of its "fps" and the median
-    of the per-pair ratios B / A."""
+    pair), `pairs` times; prints both checkouts' commits, each run (`describe`) with the load
+    average when it started, the medians of its "fps" and the median of the per-pair ratios
+    B / A."""
+    typer.echo(f"A: {a} at {commit(a)} | B: {b} at {commit(b)}")
     fps: dict[str, list[float]] = {"A": [], "B": []}
     for i in range(pairs):
         order = (("A", a), ("B", b)) if i % 2 == 0 else (("B", b), ("A", a))
         for label, checkout in order:
+            load = os.getloadavg()[0]
             r = measure(checkout.resolve())
             fps[label].append(r["fps"])
-            typer.echo(f"[pair {i + 1} {label}] {describe(r)}")
+            typer.echo(f"[pair {i + 1} {label}] load {load:.1f} | {describe(r)}")
     ratios = [nb / na for na, nb in zip(fps["A"], fps["B"], strict=True)]
     typer.echo(
         f"median fps: A {statistics.median(fps['A']):.0f} | B {statistics.median(fps['B']):.0f} | "
