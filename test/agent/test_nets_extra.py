@@ -77,6 +77,22 @@ def test_conv_runs_in_channels_last_and_computes_the_same_function() -> None:
     assert seen[0].is_contiguous(memory_format=torch.channels_last)  # embed feeds NHWC frames
 
 
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_conv_normalize_leaves_a_float_input_as_it_was(layout: torch.memory_format) -> None:
+    """embed divides its own copy in place: a float input, even one already in channels_last
+    (which `.to` would hand back uncopied), is not written, and the frames it feeds the body are
+    exactly x / 255."""
+    net = build_net(net_config({**NATURE, "normalize": True}), (4, 84, 84), [6])
+    x = frames().float().contiguous(memory_format=layout)
+    before = x.clone()
+    seen = []
+    forward = net.body[0].forward
+    net.body[0].forward = lambda frames: seen.append(frames.clone()) or forward(frames)
+    net.embed(x)
+    assert torch.equal(x, before)
+    assert torch.equal(seen[0], before / 255.0)
+
+
 def test_an_optimizer_state_in_another_layout_takes_its_parameters_layout() -> None:
     """Adam's moments from a checkpoint of a ConvNet still in NCHW, loaded into one in
     channels_last: `match_state_layout` gives them the parameters' layout (fused AdamW misreads

@@ -76,6 +76,10 @@ def test_conv_arc_flattens_and_normalizes_frames() -> None:
     assert net.heads[0].in_features == 4 * 5 * 5
     frames = torch.full((3, *IMAGE_SHAPE), 255, dtype=torch.uint8)
     torch.testing.assert_close(net.embed(frames), net.features(torch.ones(3, *IMAGE_SHAPE)))
+    floats = torch.randint(0, 256, (3, *IMAGE_SHAPE)).float()
+    before = floats.clone()
+    assert torch.equal(net.embed(floats), net.features(before / 255.0))
+    assert torch.equal(floats, before)  # divided in a copy, not in the caller's tensor
 
 
 def test_init_fn_reinitializes_the_body() -> None:

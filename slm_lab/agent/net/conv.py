@@ -52,9 +52,11 @@ class ConvNet(Net):
         self.init_heads(net, last, out_dims, head_gains, log_std_dim)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.to(torch.float32, memory_format=torch.channels_last)
+        # one new tensor: with normalize, the copy is divided in place (x / 255 would allocate
+        # a second batch of frames); copy=True so the caller's float input is never written
+        x = x.to(torch.float32, memory_format=torch.channels_last, copy=self.normalize)
         if self.normalize:
-            x = x / PIXEL_MAX
+            x.div_(PIXEL_MAX)
         for layer in self.body:
             x = layer.forward(x)
         return x

@@ -85,8 +85,9 @@ class TorchArcNet(Net):
         return body_features(self.body(x))
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.float()
-        return self.features(x / PIXEL_MAX if self.normalize else x)
+        if self.normalize:  # one new tensor, divided in place (as ConvNet.embed)
+            return self.features(x.to(torch.float32, copy=True).div_(PIXEL_MAX))
+        return self.features(x.float())
 
 
 def check_arc(net: NetConfig, in_shape: tuple[int, ...], path: str) -> str | None:
