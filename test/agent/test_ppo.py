@@ -25,6 +25,7 @@ from conftest import (
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.policy_gradient import flat
 from slm_lab.agent.algorithm.ppo import PPO, minibatch_idxs
+from slm_lab.agent.net import net_util
 from slm_lab.experiment import control
 
 NO_ENTROPY = {"name": "no_decay", "start_val": 0.0, "end_val": 0.0, "start_step": 0, "end_step": 0}
@@ -245,3 +246,79 @@ def test_value_loss_weight_of_each_path(clip_vloss: bool) -> None:
     algo.train()
     expected = 0.5 * mse if clip_vloss else mse
     assert algo.stats["value_loss"] == pytest.approx(expected, rel=1e-4)
+
+
+def build_shared(env: str) -> PPO:
+    spec = make_spec("ppo", env=env, num_envs=3)
+    spec["agent"]["net"]["shared"] = True
+    return make_algorithm(spec)
+
+
+def fill_acting(algo: PPO, restored_rows: int = 0) -> None:
+    """Act and update until the memory holds a batch, without training; the first
+    `restored_rows` steps go to the memory directly, as rows a resume restores."""
+    algo.to_train = lambda: False
+    env = env_of(algo)
+    env.reset()
+    while not algo.memory.ready():
+        t = env.step(algo.act(env.obs))
+        if algo.memory.ptr < restored_rows:
+            algo.acted = None
+            algo.memory.add(t)
+        else:
+            algo.update(t)
+
+
+def old_pass(algo: PPO, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    with torch.no_grad(), net_util.eval_mode(algo.nets):
+        mean, log_std, v_preds = algo.nets.pdparam_value(obs)
+        return algo.log_prob_entropy(mean, log_std, actions)[0], v_preds
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
+def test_a_shared_net_keeps_the_log_probs_and_values_it_acted_with(env: str) -> None:
+    """With one actor-critic body, acting's forward gives log pi(a|s) and V(s) of every stored
+    step: the batch takes them (no second pass), equal to that pass up to float rounding."""
+    algo = build_shared(env)
+    assert algo.keep_acted
+    fill_acting(algo)
+    batch = algo.memory.sample(algo.device)
+    T = batch.rewards.shape[0]
+    obs, actions = flat(batch.obs).float(), flat(batch.actions)
+    expected = old_pass(algo, obs, actions)
+    seen = record_forwards(algo)
+    kept = algo.old_log_probs_values(obs, actions, T)
+    assert seen == []
+    for got, want in zip(kept, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert algo.acted_rows == []  # the next batch starts empty
+    fill_acting(algo)
+    assert math.isfinite(algo.train())  # the kept rows (inference tensors) in a gradient step
+
+
+def test_a_batch_partly_restored_takes_the_pass() -> None:
+    """Rows a resume restored were not acted in this process: the whole batch is run once."""
+    algo = build_shared("CartPole-v1")
+    fill_acting(algo, restored_rows=5)
+    batch = algo.memory.sample(algo.device)
+    T, N = batch.rewards.shape
+    assert len(algo.acted_rows) == T - 5
+    obs, actions = flat(batch.obs).float(), flat(batch.actions)
+    seen = record_forwards(algo)
+    kept = algo.old_log_probs_values(obs, actions, T)
+    assert [x.shape[0] for x in seen] == [T * N]
+    for got, want in zip(kept, old_pass(algo, obs, actions), strict=True):
+        assert torch.equal(got, want)
+    assert algo.acted_rows == []
+
+
+def test_evaluation_and_separate_nets_keep_nothing() -> None:
+    """Acting in evaluation stores no row; separate actor and critic nets give no V(s) when
+    acting, so their PPO runs the pass."""
+    algo = build_shared("CartPole-v1")
+    env = env_of(algo)
+    env.reset()
+    algo.eval_mode = True
+    algo.act(env.obs)
+    assert algo.acted is None
+    assert not build(3).keep_acted

@@ -60,7 +60,10 @@ class PolicyGradient(Algorithm):
         return {"nets": self.nets}
 
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
-        mean, log_std = self.nets.pdparam(obs)
+        return self.policy_actions(*self.nets.pdparam(obs))
+
+    def policy_actions(self, mean: torch.Tensor, log_std: torch.Tensor | None) -> torch.Tensor:
+        """Actions from the policy's parameters, as `action_policy` picks them."""
         if self.discrete:
             return D.select_discrete(mean, self.action_policy, self.explore_var.val)
         if self.squash:
