@@ -2,8 +2,8 @@
 
 `ppo`, `dqn` and `sac_hopper` build the env and model with RL Zoo's hyperparameters exactly as
 the `run_sb3` runners of bench/ppo_cartpole_vs_sb3.py, bench/dqn_cartpole_vs_sb3.py and
-bench/sac_hopper_vs_sb3.py do (they are
-those runners: one torch thread, DummyVecEnv of Monitor-wrapped envs), train, print
+bench/sac_hopper_vs_sb3.py do (they are those runners: one torch thread, DummyVecEnv of
+Monitor-wrapped envs), train, print
 `mean_return: <mean return of the last 100 finished episodes>` and exit. bench/whole_process.py
 times this whole process against the `slm-lab` CLI.
 

@@ -281,11 +281,11 @@ def pairs(
         WorkName | None, typer.Option(help="one work instead of PPO and DQN CartPole")
     ] = None,
     frames_scale: Annotated[
-        float, typer.Option(min=0, help="multiply both frame budgets (e.g. 0.05 to validate)")
+        float, typer.Option(min=0, help="multiply the frame budgets (e.g. 0.05 to validate)")
     ] = 1.0,
     seed: Annotated[int, typer.Option(help="seed of the first pair; pair i uses seed + i")] = 0,
 ) -> None:
-    """Whole SLM Lab CLI runs vs whole SB3 script runs, alternating, on RL Zoo CartPole works."""
+    """Whole SLM Lab CLI runs vs whole SB3 script runs, alternating, on RL Zoo works."""
     report: dict[str, Any] = {"pairs": pairs, "frames_scale": frames_scale, "works": {}}
     for work_name in [only] if only else DEFAULT_WORKS:
         work = WORKS[work_name]

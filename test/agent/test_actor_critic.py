@@ -82,3 +82,16 @@ def test_train_mode_values_of_a_batch_norm_net_are_not_reused() -> None:
     seen = counting_rows(algo)
     torch.testing.assert_close(algo.next_values(batch, train_values), full)
     assert seen == [batch.dones.numel()]
+
+
+def test_ppo_runs_the_successors_in_eval_mode_with_batch_norm() -> None:
+    """PPO's old-policy values come from eval mode, and its V(s_{t+1}) are computed in eval mode
+    too, so a batch-norm net still runs the net only on the last row's and final successors."""
+    algo = build("ppo", batch_norm=True)
+    assert net_util.mode_layers(algo.nets)
+    fill(algo)
+    T, N = algo.memory.data["dones"].shape
+    ended = int(algo.memory.data["dones"][:-1].sum())
+    seen = counting_rows(algo)
+    algo.train()
+    assert seen[:2] == [T * N, N + ended]  # the old-policy pass, then the successors

@@ -1,6 +1,6 @@
 """PPO's minibatches (the leftover merged into the last one), its advantage normalization
-(standardized or DreamerV3's percentile scale, whose state resumes) and a percentile run through
-the CLI."""
+(standardized or DreamerV3's percentile scale, whose state resumes), a percentile run through
+the CLI, and the log-probs and values a shared net's acting keeps for the batch."""
 
 import contextlib
 import copy
@@ -291,25 +291,24 @@ def test_a_shared_net_keeps_the_log_probs_and_values_it_acted_with(env: str) -> 
     assert seen == []
     for got, want in zip(kept, expected, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    assert algo.acted_rows == []  # the next batch starts empty
+    assert algo.kept_rows == 0  # the next batch starts from its first row
     fill_acting(algo)
     assert math.isfinite(algo.train())  # the kept rows (inference tensors) in a gradient step
 
 
-def test_a_batch_partly_restored_takes_the_pass() -> None:
-    """Rows a resume restored were not acted in this process: the whole batch is run once."""
+def test_a_batch_with_rows_not_kept_takes_the_pass() -> None:
+    """Rows restored from a checkpoint without kept values: the whole batch is run once."""
     algo = build_shared("CartPole-v1")
     fill_acting(algo, restored_rows=5)
     batch = algo.memory.sample(algo.device)
     T, N = batch.rewards.shape
-    assert len(algo.acted_rows) == T - 5
+    assert algo.kept_rows == 0  # rows 0-4 have none, so none after them are kept
     obs, actions = flat(batch.obs).float(), flat(batch.actions)
     seen = record_forwards(algo)
     kept = algo.old_log_probs_values(obs, actions, T)
     assert [x.shape[0] for x in seen] == [T * N]
     for got, want in zip(kept, old_pass(algo, obs, actions), strict=True):
         assert torch.equal(got, want)
-    assert algo.acted_rows == []
 
 
 def test_evaluation_and_separate_nets_keep_nothing() -> None:

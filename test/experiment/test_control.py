@@ -279,6 +279,31 @@ def test_interrupted_run_resumes_to_the_same_data(
 
 
 @pytest.mark.cli
+def test_a_shared_net_ppo_resumes_to_the_same_rows_to_the_bit(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PPO with a shared net trains on the log-probs and V(s) its acting computed; the
+    checkpoint keeps those of the batch in progress (the stop falls mid-batch), so the resumed
+    run's rows equal the unbroken run's exactly, not only to a tolerance."""
+    spec = make_spec("ppo", max_frame=RUN_FRAMES, random_seed=123)
+    spec["agent"]["net"]["shared"] = True
+    spec_file = write_spec_file(workdir / "shared.json", {RUN_NAME: spec})
+    batch_frames = spec["agent"]["algorithm"]["time_horizon"] * spec["env"]["num_envs"]
+    assert (STOP_FRAME // 100 * 100) % batch_frames != 0  # the last checkpoint is mid-batch
+    with contextlib.chdir(workdir):
+        before = set(run_dirs(Path("data")))
+        result = invoke(["run", str(spec_file), RUN_NAME, "dev"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+        dir_a = new_run(before)
+        dir_b = run_until_killed(spec_file, RUN_NAME, monkeypatch)
+        result = invoke(["run", str(spec_file), RUN_NAME, f"train@{dir_b}"])
+        assert result.exit_code == 0, result.stderr[-3000:]
+    pd.testing.assert_frame_equal(
+        frame_rows(read_session_df(dir_a)), frame_rows(read_session_df(dir_b)), check_exact=True
+    )
+
+
+@pytest.mark.cli
 def test_a_stop_between_rows_keeps_every_episode_and_resumes_to_the_same_files(
     run_a: tuple[Path, Path], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

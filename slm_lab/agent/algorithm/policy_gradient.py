@@ -83,6 +83,16 @@ class PolicyGradient(Algorithm):
             return log_prob, -log_prob
         return D.normal_log_prob(mean, log_std, actions), D.normal_entropy(log_std)
 
+    def log_prob(
+        self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor
+    ) -> torch.Tensor:
+        """log pi(a|s) alone, computed as log_prob_entropy computes it."""
+        if self.discrete:
+            return D.categorical_log_prob(mean, actions)
+        if self.squash:
+            return D.normal_tanh_log_prob(mean, log_std, actions)
+        return D.normal_log_prob(mean, log_std, actions)
+
     # value targets may be learnt in normalized units (normalize_v_targets)
     def denorm_v(self, v: torch.Tensor) -> torch.Tensor:
         return v * self.v_rms.std + self.v_rms.mean if self.normalize_v_targets else v

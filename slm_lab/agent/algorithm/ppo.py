@@ -3,10 +3,11 @@
 Each training call uses one batch of `time_horizon x num_unrolls` steps from every env:
   1. with the policy that collected it: old log-probs, V(s_t), V(s_{t+1}); GAE advantages and
      value targets V_target = A + V(s_t). With a shared actor-critic net the acting forward
-     gives V(s_t) too, so the log-probs and values acting computed are kept for the batch (as
-     Stable-Baselines3 and CleanRL do) instead of a second pass over it; equal up to float
-     rounding (the batch's forward is one GEMM shape, acting's another). A batch that was not
-     all acted in this process (a resume mid-batch) takes the pass.
+     gives V(s_t) too, so the log-probs and values acting computed are kept at their batch rows
+     (as Stable-Baselines3 and CleanRL do) instead of a second pass over the batch; equal up
+     to float rounding (the batch's forward is one GEMM shape, acting's another). The
+     checkpoint holds those of the batch in progress, so a resume continues it exactly; a
+     batch with rows that have none (a checkpoint written before they were kept) takes the pass.
   2. `training_epoch` passes over the batch, shuffled and split into batch_size // minibatch_size
      minibatches of `minibatch_size`; the last one also takes the leftover batch_size %
      minibatch_size samples, so every step sees a full minibatch and every epoch the whole batch:
@@ -48,8 +49,7 @@ import torch
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.config import PPOConfig
 from slm_lab.agent.algorithm.policy_gradient import flat
-from slm_lab.agent.memory.base import Memory, Transition
-from slm_lab.agent.memory.onpolicy import OnPolicyBatchReplay
+from slm_lab.agent.memory.base import Transition
 from slm_lab.agent.net import net_util
 from slm_lab.lib.math_util import PercentileScale, explained_variance, normalize
 from slm_lab.lib.schedule import VarScheduler
@@ -106,15 +106,15 @@ class PPO(ActorCritic):
             if self.adv_normalizer == "percentile"
             else None
         )
-        # log pi(a|s) and V(s) of each stored step, from the acting forward (see the docstring)
+        # a shared body's acting forward gives log pi(a|s) and V(s) of every step: kept at the
+        # step's batch row (see the docstring); rows [0, kept_rows) hold them
+        self.keep_acted = self.nets.shared
         self.acted: tuple[torch.Tensor, torch.Tensor] | None = None  # the last act's
-        self.acted_rows: list[tuple[torch.Tensor, torch.Tensor]] = []  # the batch's, in order
-
-    def init_memory(self) -> Memory | None:
-        memory = super().init_memory()
-        # the acting forward gives V(s) only from a shared net; rows are steps in a [T, N] batch
-        self.keep_acted = self.nets.shared and isinstance(memory, OnPolicyBatchReplay)
-        return memory
+        self.kept_rows = 0
+        if self.keep_acted:
+            shape = (self.batch_steps(), self.env_info.num_envs)
+            self.kept_log_probs = torch.zeros(shape, device=self.device)
+            self.kept_v_preds = torch.zeros(shape, device=self.device)
 
     def batch_steps(self) -> int:
         return self.config.time_horizon * self.config.num_unrolls
@@ -124,12 +124,13 @@ class PPO(ActorCritic):
             return super().select_actions(obs)
         mean, log_std, v_preds = self.nets.pdparam_value(obs)
         actions = self.policy_actions(mean, log_std)
-        self.acted = (self.log_prob_entropy(mean, log_std, actions)[0], v_preds)
+        self.acted = (self.log_prob(mean, log_std, actions), v_preds)
         return actions
 
     def update(self, t: Transition) -> None:
-        if self.acted is not None and not self.eval_mode:
-            self.acted_rows.append(self.acted)
+        if self.acted is not None and self.kept_rows == self.memory.ptr:  # the row t goes to
+            self.kept_log_probs[self.kept_rows], self.kept_v_preds[self.kept_rows] = self.acted
+            self.kept_rows += 1
         self.acted = None
         super().update(t)
 
@@ -137,14 +138,13 @@ class PPO(ActorCritic):
         self, obs: torch.Tensor, actions: torch.Tensor, T: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """log pi_old(a|s) and V_old(s) (the net's units) of the batch, flat: those acting
-        computed when every row was acted in this process, else one no-grad pass."""
-        acted, self.acted_rows = self.acted_rows, []
-        if len(acted) == T:
-            log_probs, v_preds = zip(*acted, strict=True)
-            return torch.cat(log_probs), torch.cat(v_preds)
+        computed when every row has them, else one no-grad pass."""
+        kept, self.kept_rows = self.kept_rows, 0
+        if kept == T:
+            return flat(self.kept_log_probs), flat(self.kept_v_preds)
         with torch.no_grad(), net_util.eval_mode(self.nets):
             mean, log_std, v_preds = self.nets.pdparam_value(obs)
-            return self.log_prob_entropy(mean, log_std, actions)[0], v_preds
+            return self.log_prob(mean, log_std, actions), v_preds
 
     def train_actor_critic(self) -> float:
         config = self.config
@@ -152,7 +152,7 @@ class PPO(ActorCritic):
         T, N = batch.rewards.shape
         obs, actions = flat(batch.obs).float(), flat(batch.actions)
         old_log_probs, old_v_preds = self.old_log_probs_values(obs, actions, T)
-        with torch.no_grad():
+        with torch.no_grad(), net_util.eval_mode(self.nets):  # V(s_{t+1}) as V(s_t) was computed
             values = self.denorm_v(old_v_preds).view(T, N)
             advs, v_targets = self.calc_advs_v_targets(batch, values)
         advs, v_targets = flat(advs), flat(v_targets)
@@ -233,9 +233,21 @@ class PPO(ActorCritic):
         state = super().extra_state()
         if self.adv_scale is not None:
             state["adv_scale"] = self.adv_scale.state_dict()
+        if self.keep_acted:  # the batch in progress: a resume continues it as if never stopped
+            rows = self.kept_rows
+            state["kept"] = {
+                "log_probs": self.kept_log_probs[:rows].cpu(),
+                "v_preds": self.kept_v_preds[:rows].cpu(),
+            }
         return state
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         super().load_extra_state(state)
         if self.adv_scale is not None:
             self.adv_scale.load_state_dict(state["adv_scale"])
+        # a checkpoint without kept rows (written before they were kept): the batch takes the pass
+        kept = state.get("kept") if self.keep_acted else None
+        self.kept_rows = 0 if kept is None else len(kept["log_probs"])
+        if kept is not None:
+            self.kept_log_probs[: self.kept_rows] = kept["log_probs"]
+            self.kept_v_preds[: self.kept_rows] = kept["v_preds"]
