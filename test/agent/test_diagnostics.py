@@ -84,6 +84,7 @@ def test_ppo_ratio_diagnostics_cover_every_minibatch_sample() -> None:
     fill(algo)
     forwards: list[list[torch.Tensor]] = []  # [obs, log_probs]: the old pass, then minibatches
     pdparam_value, log_prob_entropy = algo.nets.pdparam_value, algo.log_prob_entropy
+    log_prob = algo.log_prob  # the old pass's (no entropy)
 
     def recording_pdparam_value(obs: torch.Tensor) -> Any:
         forwards.append([obs])
@@ -94,8 +95,14 @@ def test_ppo_ratio_diagnostics_cover_every_minibatch_sample() -> None:
         forwards[-1].append(log_probs.detach())
         return log_probs, entropy
 
+    def recording_log_prob(*args: Any) -> Any:
+        log_probs = log_prob(*args)
+        forwards[-1].append(log_probs.detach())
+        return log_probs
+
     algo.nets.pdparam_value = recording_pdparam_value
     algo.log_prob_entropy = recording_log_prob_entropy
+    algo.log_prob = recording_log_prob
     algo.train()
     (old_obs, old_log_probs), *minibatches = forwards
     assert [len(obs) for obs, _ in minibatches] == [4, 6, 4, 6]
