@@ -3,9 +3,11 @@
 The in-process comparisons (bench/*_vs_sb3.py) time the training loop only. Here every number is
 a whole process started from this script (imports, start-up, training, final analysis, exit):
 
-- `pairs`: RL Zoo PPO CartPole-v1 (1e5 frames) and DQN CartPole-v1 (5e4 frames), and SAC
-  Hopper-v5 at RL Zoo's settings but learning_starts 1e3 (5e4 frames; `--only sac_hopper`, not
-  run by default: about 15 minutes a pair), A/B alternating
+- `pairs`: RL Zoo PPO CartPole-v1 (1e5 frames) and DQN CartPole-v1 (5e4 frames); on request
+  (`--only`, not run by default: they are long) PPO Hopper-v5 at the shipped `ppo_mujoco`
+  settings (98304 frames, three rollouts of 2048 x 16; `ppo_hopper`) and SAC Hopper-v5 at RL
+  Zoo's settings but learning_starts 1e3 (5e4 frames, about 15 minutes a pair; `sac_hopper`);
+  A/B alternating
   in pairs (which library goes first alternates from pair to pair), the same seed within a pair.
   SLM Lab runs through its real CLI, `slm-lab run <spec file> <name> train --log-level WARNING`,
   on a one-session spec file generated from the comparison scripts' `slm_lab_spec(frames, seed)`,
@@ -34,7 +36,7 @@ and records its own peak as the floor below which no child can read.
 
 Raw numbers go to bench/out/whole_process.json (`pairs`; with `--only W`, whole_process_W.json) and bench/out/whole_process_<command>.json.
 
-usage: uv run --group bench python bench/whole_process.py pairs [--pairs 3] [--only ppo|dqn|sac_hopper]
+usage: uv run --group bench python bench/whole_process.py pairs [--pairs 3] [--only ppo|dqn|ppo_hopper|sac_hopper]
        [--frames-scale 1]; ... cli [--repeats 10]; ... startup [--repeats 5]; ... rss [--repeats 3]
 """
 
@@ -57,6 +59,7 @@ from typing import Annotated, Any
 
 import dqn_cartpole_vs_sb3
 import ppo_cartpole_vs_sb3
+import ppo_hopper_vs_sb3
 import sac_hopper_vs_sb3
 import typer
 
@@ -86,6 +89,7 @@ app = typer.Typer(
 class WorkName(StrEnum):
     ppo = "ppo"
     dqn = "dqn"
+    ppo_hopper = "ppo_hopper"
     sac_hopper = "sac_hopper"
 
 
@@ -99,9 +103,10 @@ class Work:
 WORKS = {
     WorkName.ppo: Work("PPO CartPole-v1", ppo_cartpole_vs_sb3, 100_000),
     WorkName.dqn: Work("DQN CartPole-v1", dqn_cartpole_vs_sb3, 50_000),
+    WorkName.ppo_hopper: Work("PPO Hopper-v5", ppo_hopper_vs_sb3, 98_304),
     WorkName.sac_hopper: Work("SAC Hopper-v5", sac_hopper_vs_sb3, 50_000),
 }
-DEFAULT_WORKS = (WorkName.ppo, WorkName.dqn)  # sac_hopper only when asked: it is long
+DEFAULT_WORKS = (WorkName.ppo, WorkName.dqn)  # the Hopper works only when asked: they are long
 
 
 # -- one child process -------------------------------------------------------------------------
