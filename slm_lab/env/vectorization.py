@@ -18,6 +18,7 @@ machine thus steps in sync, where a probe alone would see its slow steps as wort
 
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -61,18 +62,22 @@ def auto_mode(step_seconds: float, num_envs: int, cpus: int) -> Mode:
 
 
 def step_seconds(make_env: Callable[[], gym.Env], steps: int = PROBE_STEPS) -> float:
-    """The mean wall time of one step of an env `make_env` builds, on random actions from a
-    seeded reset (an episode's end resets it)."""
+    """The median wall time of one step of an env `make_env` builds, on random actions from a
+    seeded reset (an episode's end resets it, untimed). The median, not the mean: on a busy
+    machine a step the OS preempts for milliseconds is not the env's own cost."""
     env = make_env()
     try:
         env.action_space.seed(0)
         env.reset(seed=0)
-        start = time.perf_counter()
+        times = []
         for _ in range(steps):
-            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            action = env.action_space.sample()
+            start = time.perf_counter()
+            _, _, terminated, truncated, _ = env.step(action)
+            times.append(time.perf_counter() - start)
             if terminated or truncated:
                 env.reset()
-        return (time.perf_counter() - start) / steps
+        return statistics.median(times)
     finally:
         env.close()
 
