@@ -7,15 +7,18 @@ a whole process started from this script (imports, start-up, training, final ana
   (`--only`, not run by default: they are long) PPO Hopper-v5 at the shipped `ppo_mujoco`
   settings (98304 frames, three rollouts of 2048 x 16; `ppo_hopper`) and SAC Hopper-v5 at RL
   Zoo's settings but learning_starts 1e3 (5e4 frames, about 15 minutes a pair; `sac_hopper`);
-  A/B alternating
-  in pairs (which library goes first alternates from pair to pair), the same seed within a pair.
+  A/B alternating in pairs (which library goes first alternates from pair to pair), the same
+  seed within a pair.
   SLM Lab runs through its real CLI, `slm-lab run <spec file> <name> train --log-level WARNING`,
   on a one-session spec file generated from the comparison scripts' `slm_lab_spec(frames, seed)`,
   with a temporary folder as working directory (its data/ goes there); SB3 runs
   bench/sb3_zoo.py, which builds the same env and model as those scripts' `run_sb3`. Per run: wall
-  seconds, peak RSS, final return (SLM Lab: `total_reward` of the session CSV's last row and the
-  trial's `total_reward_ma`; SB3: mean return of the last 100 episodes). Per work: the median wall
-  of each side and the median of the per-pair ratios sb3_wall / slm_wall ("speedup").
+  seconds, CPU seconds (user + system of the child and the descendants it waited for), the
+  1-minute load average at launch, peak RSS, final return (SLM Lab: `total_reward` of the
+  session CSV's last row and the trial's `total_reward_ma`; SB3: mean return of the last 100
+  episodes). Per work: the medians of each side and the median of the per-pair ratios
+  sb3_wall / slm_wall ("speedup"), and the same of CPU seconds (steadier than the wall when
+  other work shares the machine).
 - `cli`: wall seconds of `slm-lab --help` and `slm-lab check <ppo_cartpole.json>` next to a bare
   Typer CLI (bench/typer_hello.py) and `python -c pass`, run the same way with the same
   interpreter (no RSS: these processes are too small to read above the floor explained below).
@@ -214,6 +217,7 @@ def run_slm_lab(work: Work, frames: int, seed: int) -> dict[str, Any]:
             last = list(csv.DictReader(f))[-1]
     return {
         "wall_s": proc.wall_s,
+        "cpu_s": proc.cpu_s,
         "peak_rss_mb": proc.peak_rss_mb,
         "return": float(last["total_reward"]),
         "total_reward_ma": metrics["total_reward_ma"],
@@ -229,6 +233,7 @@ def run_sb3(work_name: WorkName, frames: int, seed: int) -> dict[str, Any]:
         proc = run_process(cmd, cwd=Path(tmp))
     return {
         "wall_s": proc.wall_s,
+        "cpu_s": proc.cpu_s,
         "peak_rss_mb": proc.peak_rss_mb,
         "return": float(line_after(proc.stdout, "mean_return:")),
         "frames": int(line_after(proc.stdout, "frames:")),
@@ -237,7 +242,8 @@ def run_sb3(work_name: WorkName, frames: int, seed: int) -> dict[str, Any]:
 
 def run_line(label: str, lib: str, r: dict[str, Any]) -> str:
     line = (
-        f"{label} {lib:<7} wall {r['wall_s']:7.2f} s | peak RSS {r['peak_rss_mb']:6.0f} MiB"
+        f"{label} {lib:<7} wall {r['wall_s']:7.2f} s | cpu {r['cpu_s']:7.2f} s"
+        f" | load {r['load']:.1f} | peak RSS {r['peak_rss_mb']:6.0f} MiB"
         f" | frames {r['frames']} | return {r['return']:.1f}"
     )
     if "total_reward_ma" in r:
@@ -249,10 +255,16 @@ def summarize(work: Work, frames: int, runs: list[dict[str, Any]]) -> dict[str, 
     by_lib = {lib: [r for r in runs if r["lib"] == lib] for lib in LIBS}
     walls = {lib: [r["wall_s"] for r in rs] for lib, rs in by_lib.items()}
     speedups = [sb3 / slm for slm, sb3 in zip(walls["slm_lab"], walls["sb3"], strict=True)]
+    cpus = {lib: [r["cpu_s"] for r in rs] for lib, rs in by_lib.items()}
+    cpu_speedups = [sb3 / slm for slm, sb3 in zip(cpus["slm_lab"], cpus["sb3"], strict=True)]
     summary = {
         "median_wall_s": {lib: median(w) for lib, w in walls.items()},
         "speedup_sb3_wall_over_slm_wall": median(speedups),
         "per_pair_speedups": speedups,
+        # CPU seconds: less sensitive than the wall to what else runs on the machine
+        "median_cpu_s": {lib: median(c) for lib, c in cpus.items()},
+        "speedup_sb3_cpu_over_slm_cpu": median(cpu_speedups),
+        "per_pair_cpu_speedups": cpu_speedups,
         "median_peak_rss_mb": {
             lib: median([r["peak_rss_mb"] for r in rs]) for lib, rs in by_lib.items()
         },
@@ -264,6 +276,11 @@ def summarize(work: Work, frames: int, runs: list[dict[str, Any]]) -> dict[str, 
         "median wall: "
         + " | ".join(f"{lib} {w:.2f} s" for lib, w in summary["median_wall_s"].items())
         + f" | speedup (median of per-pair sb3/slm_lab) {summary['speedup_sb3_wall_over_slm_wall']:.3f}"
+    )
+    typer.echo(
+        "median CPU seconds: "
+        + " | ".join(f"{lib} {c:.2f} s" for lib, c in summary["median_cpu_s"].items())
+        + f" | speedup by CPU seconds {summary['speedup_sb3_cpu_over_slm_cpu']:.3f}"
     )
     typer.echo(
         "median peak RSS: "
@@ -300,12 +317,20 @@ def pairs(
             order = LIBS if i % 2 == 0 else LIBS[::-1]
             for position, lib in enumerate(order):
                 pair_seed = seed + i
+                load = os.getloadavg()[0]
                 r = (
                     run_slm_lab(work, frames, pair_seed)
                     if lib == "slm_lab"
                     else run_sb3(work_name, frames, pair_seed)
                 )
-                r = {"lib": lib, "pair": i, "seed": pair_seed, "position": position, **r}
+                r = {
+                    "lib": lib,
+                    "pair": i,
+                    "seed": pair_seed,
+                    "position": position,
+                    "load": load,
+                    **r,
+                }
                 runs.append(r)
                 typer.echo(run_line(f"[{work_name.value} pair {i + 1}/{pairs}]", lib, r))
         report["works"][work_name.value] = {
