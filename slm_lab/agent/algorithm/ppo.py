@@ -235,9 +235,9 @@ class PPO(ActorCritic):
             state["adv_scale"] = self.adv_scale.state_dict()
         if self.keep_acted:  # the batch in progress: a resume continues it as if never stopped
             rows = self.kept_rows
-            state["kept"] = {
-                "log_probs": self.kept_log_probs[:rows].cpu(),
-                "v_preds": self.kept_v_preds[:rows].cpu(),
+            state["kept"] = {  # copies: the rows are rewritten by the next batch
+                "log_probs": self.kept_log_probs[:rows].to("cpu", copy=True),
+                "v_preds": self.kept_v_preds[:rows].to("cpu", copy=True),
             }
         return state
 
