@@ -49,7 +49,7 @@ class EnvConfig(Config):
         "sync: the envs step in the session's process; async: one process each; auto: async "
         "only where its estimate beats sync 1.5x (a pipe round trip per env and step, against "
         "steps in parallel on the session's free cores; one env's step is timed as the env is "
-        "built); the session's log says which",
+        "built, the median of 64 steps); the session's log says which",
     )
     kwargs: dict[str, Any] = key({}, "every other key of `env`: the env's own arguments")
 
