@@ -299,13 +299,21 @@ def format_value(column: str, v: float) -> str:
     return f"{v:.3g}" if v == 0 or lo <= abs(v) < hi else f"{v:.2e}"
 
 
-def progress_line(row: Mapping[str, float], max_frame: int, width: int | None = None) -> str:
+def progress_line(
+    row: Mapping[str, float],
+    max_frame: int,
+    width: int | None = None,
+    origin: tuple[float, float] = (0.0, 0.0),
+) -> str:
     """A checkpoint row as one log line, `12% eta 1m05s | frame:12,000 | ...`: every column
-    but those without a value (NaN); the ETA is at the run's frames per second so far. Within
+    but those without a value (NaN); the ETA is at the frames per second since `origin`, the
+    (frame, wall_t) where this process took the run up (a resumed run's earlier pace, on
+    another day or beside other work, does not count). Within
     `width` characters, the columns that fit, taken by `progress_priority` until one does not,
     in the row's order."""
     frame, wall_t = row["frame"], row["wall_t"]
-    eta = wall_t * (max_frame - frame) / frame
+    frame0, wall0 = origin if row["frame"] > origin[0] else (0.0, 0.0)
+    eta = (wall_t - wall0) * (max_frame - frame) / (frame - frame0)
     head = f"{100 * int(frame) // max_frame}% eta {format_duration(eta)}"
     items = {k: f"{k}:{format_value(k, v)}" for k, v in row.items() if not math.isnan(v)}
     if width is not None:

@@ -120,9 +120,10 @@ class Recorder:
     def row(self, row: Row, rows: list[Row]) -> None:
         """A training row: the progress line, TensorBoard and the session CSV (`rows` all of
         them, the new one last)."""
-        max_frame = self.clock.max_frame
-        line, width = analysis.progress_line(row, max_frame), log_setup.console_width()
-        fitted = line if width is None else analysis.progress_line(row, max_frame, width)
+        max_frame, origin = self.clock.max_frame, self.clock.origin
+        line = analysis.progress_line(row, max_frame, origin=origin)
+        width = log_setup.console_width()
+        fitted = line if width is None else analysis.progress_line(row, max_frame, width, origin)
         logger.bind(console=fitted).info(line)
         writer = self.tb_writer()
         for k, v in row.items():

@@ -255,6 +255,17 @@ def test_progress_line_wide_enough_is_the_full_line() -> None:
     assert progress_line(PPO_ROW, 100_000, len(full) - 1) != full
 
 
+def test_progress_line_eta_is_at_the_pace_since_the_run_was_taken_up() -> None:
+    # resumed at frame 10,000 after 1000 s (a slow first day): 2,000 frames in the 10 s since,
+    # so 88,000 more take 440 s, not the 7,407 s the whole run's average pace says
+    row = {"frame": 12000, "wall_t": 1010.0}
+    assert progress_line(row, 100_000, origin=(10_000, 1000.0)).startswith("12% eta 7m20s |")
+    assert progress_line(row, 100_000).startswith("12% eta 2h03m |")
+    # the first row of a resumed run may sit on its origin: the whole run's pace then
+    at_origin = {"frame": 10000, "wall_t": 1000.0}
+    assert progress_line(at_origin, 100_000, origin=(10_000, 1000.0)).startswith("10% eta 2h30m |")
+
+
 def test_progress_line_at_the_end() -> None:
     row = {"frame": 400, "t": 200, "epi": 9, "opt_step": 24, "wall_t": 3725.0, "fps": 0.4}
     assert progress_line(row, 400) == (
