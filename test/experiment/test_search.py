@@ -60,14 +60,24 @@ LOG_TIME = "%Y-%m-%d %H:%M:%S"  # a log line's time (slm_lab.lib.logger)
 def ray_address() -> Iterator[str]:
     import ray  # heavy: only when a test of this module runs
 
+    from slm_lab.experiment.ray_cluster import WORKER_NICENESS
+
     os.environ[MARK] = str(os.getpid())
-    ray.init(
-        num_cpus=CLUSTER_CPUS,
-        num_gpus=0,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-    )
+    # workers at this process's niceness, as a search's own Ray has them (not starved by other
+    # load); taken out again after, so that the CLI's searches below set it themselves
+    ours = WORKER_NICENESS not in os.environ
+    os.environ.setdefault(WORKER_NICENESS, str(os.nice(0)))
+    try:
+        ray.init(
+            num_cpus=CLUSTER_CPUS,
+            num_gpus=0,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+    finally:
+        if ours:
+            del os.environ[WORKER_NICENESS]
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
     del os.environ[MARK]
@@ -343,6 +353,9 @@ def test_a_search_stopped_by_a_group_sigterm_through_uv_saves_and_says_how_to_re
             lambda: list((in_tmp / "data").glob(f"*/{NAME}_t0/info/{NAME}_t0_s0_session_df.csv")),
             "the first trial's rows",
         )
+        # the trial's session at this process's priority, not at Ray's niceness for workers
+        sessions = session_processes()
+        assert sessions and {p.nice() for p in sessions} == {os.nice(0)}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=3 * WAIT_S)
@@ -626,6 +639,19 @@ def test_a_search_on_this_machine_turns_rays_uv_hook_off_and_one_on_a_cluster_le
         ({"RAY_ADDRESS": "10.0.0.2:6379"}, {"RAY_ADDRESS": "10.0.0.2:6379"}),
     ]:
         keep_workers_on_this_python(before)
+        assert before == after
+
+
+def test_a_search_on_this_machine_runs_its_workers_at_its_own_niceness() -> None:
+    from slm_lab.experiment.ray_cluster import WORKER_NICENESS, keep_workers_at_this_priority
+
+    mine = str(os.nice(0))
+    for before, after in [
+        ({}, {WORKER_NICENESS: mine}),
+        ({WORKER_NICENESS: "19"}, {WORKER_NICENESS: "19"}),  # the user's
+        ({"RAY_ADDRESS": "10.0.0.2:6379"}, {"RAY_ADDRESS": "10.0.0.2:6379"}),  # the cluster's
+    ]:
+        keep_workers_at_this_priority(before)
         assert before == after
 
 
