@@ -206,16 +206,34 @@ def sb3_env(seed: int) -> Any:
     return VecFrameStack(env, n_stack=4)
 
 
+def train_cnn_policy(
+    algo_class: Any, frames: int, seed: int, **kwargs: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Train `algo_class("CnnPolicy", sb3_env(seed), **kwargs)` on the CPU for `frames`: the
+    model, and frames, session_wall_s (from building the env to the end of training) and
+    learn_wall_s."""
+    start = time.perf_counter()
+    env = sb3_env(seed)
+    model = algo_class("CnnPolicy", env, **kwargs, seed=seed, device="cpu", verbose=0)
+    learn_wall = timed_learn(model, frames)
+    session_wall = time.perf_counter() - start
+    env.close()
+    return model, {
+        "frames": int(model.num_timesteps),
+        "session_wall_s": session_wall,
+        "learn_wall_s": learn_wall,
+    }
+
+
 def run_sb3_ppo(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
     torch = pin_torch_threads()
     from stable_baselines3 import PPO
 
     h = PPO_SB3
-    start = time.perf_counter()
-    env = sb3_env(seed)
-    model = PPO(
-        "CnnPolicy",
-        env,
+    model, result = train_cnn_policy(
+        PPO,
+        frames,
+        seed,
         n_steps=h["n_steps"],
         batch_size=h["batch_size"],
         n_epochs=h["n_epochs"],
@@ -228,20 +246,9 @@ def run_sb3_ppo(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
         gamma=h["gamma"],
         gae_lambda=h["gae_lambda"],
         policy_kwargs={"optimizer_class": torch.optim.AdamW, "optimizer_kwargs": {"eps": 1e-5}},
-        seed=seed,
-        device="cpu",
-        verbose=0,
     )
-    learn_wall = timed_learn(model, frames)
-    session_wall = time.perf_counter() - start
-    env.close()
     minibatches = h["n_steps"] * NUM_ENVS // h["batch_size"]  # _n_updates counts epochs
-    return {
-        "frames": int(model.num_timesteps),
-        "session_wall_s": session_wall,
-        "learn_wall_s": learn_wall,
-        "grad_steps": int(model._n_updates) * minibatches,
-    }
+    return {**result, "grad_steps": int(model._n_updates) * minibatches}
 
 
 def run_sb3_dqn(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
@@ -249,11 +256,10 @@ def run_sb3_dqn(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
     from stable_baselines3 import DQN
 
     h = DQN_SB3
-    start = time.perf_counter()
-    env = sb3_env(seed)
-    model = DQN(
-        "CnnPolicy",
-        env,
+    model, result = train_cnn_policy(
+        DQN,
+        frames,
+        seed,
         buffer_size=h["buffer_size"],
         # SB3 trains once num_timesteps > learning_starts: from the step reaching learning_starts
         learning_starts=learning_starts - NUM_ENVS,
@@ -271,19 +277,8 @@ def run_sb3_dqn(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
             "optimizer_class": torch.optim.AdamW,
             "features_extractor_kwargs": {"features_dim": h["features_dim"]},
         },
-        seed=seed,
-        device="cpu",
-        verbose=0,
     )
-    learn_wall = timed_learn(model, frames)
-    session_wall = time.perf_counter() - start
-    env.close()
-    return {
-        "frames": int(model.num_timesteps),
-        "session_wall_s": session_wall,
-        "learn_wall_s": learn_wall,
-        "grad_steps": int(model._n_updates),
-    }
+    return {**result, "grad_steps": int(model._n_updates)}
 
 
 WORKS = {

@@ -45,6 +45,8 @@ class Comparison:
     mismatches: list[str]
     solved: float | None = None  # mean return that counts as solved; None: not reported
     run_slm_lab: Runner | None = None  # default: run_session(slm_lab_spec(frames, seed))
+    # run_session's `extra` for that default, e.g. session_grad_steps
+    slm_lab_extra: Callable[[Any], dict[str, Any]] | None = None
     # result keys printed after the standard ones on each library's line, with their formats
     extra_fields: dict[str, str] = field(default_factory=dict)
     report_extra: dict[str, Any] = field(default_factory=dict)  # more top-level JSON keys
@@ -56,7 +58,9 @@ class Comparison:
 
     def runners(self) -> dict[str, Runner]:
         slm = self.run_slm_lab or (
-            lambda frames, seed: run_session(self.slm_lab_spec(frames, seed))
+            lambda frames, seed: run_session(
+                self.slm_lab_spec(frames, seed), extra=self.slm_lab_extra
+            )
         )
         return {"slm_lab": slm, "sb3": self.run_sb3}
 
@@ -212,18 +216,98 @@ def timed_learn(model: Any, frames: int) -> float:
     return time.perf_counter() - start
 
 
-def learn_counting_grad_steps(model: Any, env: Any, frames: int) -> dict[str, Any]:
-    """Train an SB3 off-policy model for `frames` (timed_learn); sb3_result's keys and its
-    gradient steps; the env is closed."""
+def learn_and_close(model: Any, env: Any, frames: int) -> dict[str, Any]:
+    """Train an SB3 model for `frames` (timed_learn); sb3_result's keys; the env is closed."""
     wall = timed_learn(model, frames)
-    result = {**sb3_result(model, env, wall), "grad_steps": int(model._n_updates)}
+    result = sb3_result(model, env, wall)
     env.close()
     return result
+
+
+def learn_counting_grad_steps(model: Any, env: Any, frames: int) -> dict[str, Any]:
+    """learn_and_close for an SB3 off-policy model, with its gradient steps."""
+    return {**learn_and_close(model, env, frames), "grad_steps": int(model._n_updates)}
 
 
 def session_grad_steps(session: Any) -> dict[str, Any]:
     """run_session's `extra` for off-policy comparisons: the session's gradient steps."""
     return {"grad_steps": int(session.clock.opt_step)}
+
+
+# -- SAC: sac_pendulum_vs_sb3.py and sac_hopper_vs_sb3.py differ only in env and settings -----
+# SB3's SAC defaults under its names, with RL Zoo's one env
+SB3_SAC_DEFAULTS = {
+    "n_envs": 1,
+    "learning_rate": 3e-4,
+    "buffer_size": 1_000_000,
+    "learning_starts": 100,
+    "batch_size": 256,
+    "tau": 0.005,
+    "gamma": 0.99,
+    "train_freq": 1,
+    "gradient_steps": 1,
+    "ent_coef": "auto",
+    "target_entropy": "auto",
+    "target_update_interval": 1,
+    "net_arch": [256, 256],
+}
+
+
+def sac_spec(name: str, env_id: str, zoo: dict[str, Any], frames: int, seed: int) -> dict[str, Any]:
+    """SLM Lab's SoftActorCritic spec for SB3's SAC settings `zoo` (under SB3's names): torch's
+    default init, Adam at zoo's learning_rate for the actor, the critics and alpha."""
+    return {
+        "name": name,
+        "agent": {
+            "name": "SoftActorCritic",
+            "algorithm": {
+                "name": "SoftActorCritic",
+                "action_pdtype": "default",
+                "action_policy": "default",
+                "gamma": zoo["gamma"],
+                "training_start_step": zoo["learning_starts"],
+                "training_frequency": zoo["train_freq"],
+                "training_iter": zoo["gradient_steps"],
+                "training_batch_iter": 1,
+                "policy_delay": 1,
+                "target_entropy": zoo["target_entropy"],
+                "alpha_lr": zoo["learning_rate"],
+            },
+            "memory": {
+                "name": "Replay",
+                "max_size": zoo["buffer_size"],
+                "batch_size": zoo["batch_size"],
+                "use_cer": False,
+            },
+            "net": {
+                "type": "MLPNet",
+                "hid_layers": zoo["net_arch"],
+                "hid_layers_activation": "relu",
+                "init_fn": None,
+                "clip_grad_val": None,
+                "loss_spec": {"name": "MSELoss"},
+                "actor_optim_spec": {"name": "Adam", "lr": zoo["learning_rate"]},
+                "critic_optim_spec": {"name": "Adam", "lr": zoo["learning_rate"]},
+                "lr_scheduler_spec": None,
+                "update_type": "polyak",
+                "polyak_coef": zoo["tau"],
+                "gpu": False,
+            },
+        },
+        **env_and_meta(env_id, zoo["n_envs"], frames, seed),
+    }
+
+
+def sb3_sac(env: Any, zoo: dict[str, Any], seed: int) -> Any:
+    """SB3's SAC("MlpPolicy") on `env` with the settings `zoo`, on the CPU: zoo's keys are SAC's
+    arguments but n_envs (the env's) and net_arch (the policy's)."""
+    from stable_baselines3 import SAC
+
+    kwargs = {k: v for k, v in zoo.items() if k not in ("n_envs", "net_arch")}
+    policy_kwargs = {"net_arch": zoo["net_arch"]}
+    return SAC(
+        "MlpPolicy", env, **kwargs, policy_kwargs=policy_kwargs, seed=seed, device="cpu", verbose=0
+    )
 
 
 # -- parent ------------------------------------------------------------------------------------

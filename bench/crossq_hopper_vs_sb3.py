@@ -30,7 +30,6 @@ from compare_sb3 import (
     env_and_meta,
     learn_counting_grad_steps,
     pin_torch_threads,
-    run_session,
     session_grad_steps,
 )
 
@@ -116,13 +115,6 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
     }
 
 
-def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
-    return run_session(
-        slm_lab_spec(frames, seed),
-        extra=session_grad_steps,
-    )
-
-
 def run_sb3(frames: int, seed: int) -> dict[str, Any]:
     pin_torch_threads()
     import torch
@@ -163,7 +155,7 @@ COMPARISON = Comparison(
     hyperparameters=SETTINGS,
     slm_lab_spec=slm_lab_spec,
     run_sb3=run_sb3,
-    run_slm_lab=run_slm_lab,
+    slm_lab_extra=session_grad_steps,
     mismatches=MISMATCHES,
     solved=None,
     extra_fields={"grad_steps": "d"},

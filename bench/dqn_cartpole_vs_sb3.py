@@ -36,7 +36,6 @@ from compare_sb3 import (
     env_and_meta,
     learn_counting_grad_steps,
     pin_torch_threads,
-    run_session,
     session_grad_steps,
 )
 
@@ -134,11 +133,7 @@ def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
     }
 
 
-# -- children: one library's training run, in its own process ---------------------------------
-def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
-    return run_session(slm_lab_spec(frames, seed), extra=session_grad_steps)
-
-
+# -- the SB3 child (the SLM Lab child is compare_sb3.run_session of slm_lab_spec) ---------------
 def run_sb3(frames: int, seed: int) -> dict[str, Any]:
     pin_torch_threads()
     from stable_baselines3 import DQN
@@ -176,7 +171,7 @@ COMPARISON = Comparison(
     hyperparameters=ZOO,
     slm_lab_spec=slm_lab_spec,
     run_sb3=run_sb3,
-    run_slm_lab=run_slm_lab,
+    slm_lab_extra=session_grad_steps,
     mismatches=MISMATCHES,
     solved=SOLVED,
     extra_fields={"grad_steps": "d"},

@@ -21,7 +21,7 @@ Known differences SLM Lab's spec cannot remove (see MISMATCHES below).
 from pathlib import Path
 from typing import Any
 
-from compare_sb3 import Comparison, cli, env_and_meta, pin_torch_threads, sb3_result, timed_learn
+from compare_sb3 import Comparison, cli, env_and_meta, learn_and_close, pin_torch_threads
 
 ENV_ID = "CartPole-v1"
 SOLVED = 475.0
@@ -145,10 +145,7 @@ def run_sb3(frames: int, seed: int) -> dict[str, Any]:
         device="cpu",
         verbose=0,
     )
-    wall = timed_learn(model, frames)
-    result = sb3_result(model, env, wall)
-    env.close()
-    return result
+    return learn_and_close(model, env, frames)
 
 
 COMPARISON = Comparison(

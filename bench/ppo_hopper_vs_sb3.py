@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compare_sb3 import ROOT, Comparison, cli, pin_torch_threads, sb3_result, timed_learn
+from compare_sb3 import ROOT, Comparison, cli, learn_and_close, pin_torch_threads
 
 ENV_ID = "Hopper-v5"
 SPEC_FILE = ROOT / "slm_lab" / "spec" / "benchmark" / "ppo" / "ppo_mujoco.json"
@@ -75,9 +75,8 @@ def run_sb3(frames: int, seed: int) -> dict[str, Any]:
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    monitored = make_vec_env(ENV_ID, n_envs=SETTINGS["n_envs"], seed=seed)  # DummyVecEnv
     env = VecNormalize(
-        monitored,
+        make_vec_env(ENV_ID, n_envs=SETTINGS["n_envs"], seed=seed),  # DummyVecEnv of Monitor envs
         gamma=SETTINGS["gamma"],
         clip_obs=SETTINGS["clip_obs"],
         clip_reward=SETTINGS["clip_reward"],
@@ -103,10 +102,7 @@ def run_sb3(frames: int, seed: int) -> dict[str, Any]:
         device="cpu",
         verbose=0,
     )
-    wall = timed_learn(model, frames)
-    result = sb3_result(model, monitored, wall)
-    env.close()
-    return result
+    return learn_and_close(model, env, frames)  # it reads the Monitor envs through VecNormalize
 
 
 COMPARISON = Comparison(

@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from compare_sb3 import (
+    SB3_SAC_DEFAULTS,
     Comparison,
     cli,
-    env_and_meta,
     learn_counting_grad_steps,
     pin_torch_threads,
-    run_session,
+    sac_spec,
+    sb3_sac,
     session_grad_steps,
 )
 
@@ -41,21 +42,7 @@ ENV_ID = "Hopper-v5"
 LEARNING_STARTS = 1_000  # RL Zoo's is 1e4; lowered for both so a short run is mostly training
 
 # RL Zoo-like hyperparameters for SAC on Hopper (SB3 defaults but learning_starts)
-ZOO = {
-    "n_envs": 1,
-    "learning_rate": 3e-4,
-    "buffer_size": 1_000_000,
-    "learning_starts": LEARNING_STARTS,
-    "batch_size": 256,
-    "tau": 0.005,
-    "gamma": 0.99,
-    "train_freq": 1,
-    "gradient_steps": 1,
-    "ent_coef": "auto",
-    "target_entropy": "auto",
-    "target_update_interval": 1,
-    "net_arch": [256, 256],
-}
+ZOO = SB3_SAC_DEFAULTS | {"learning_starts": LEARNING_STARTS}
 
 MISMATCHES = [
     "training start: SB3 steps once num_timesteps > learning_starts, SLM Lab from "
@@ -66,81 +53,15 @@ MISMATCHES = [
 
 
 def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
-    return {
-        "name": "sac_hopper_zoo",
-        "agent": {
-            "name": "SoftActorCritic",
-            "algorithm": {
-                "name": "SoftActorCritic",
-                "action_pdtype": "default",
-                "action_policy": "default",
-                "gamma": ZOO["gamma"],
-                "training_start_step": ZOO["learning_starts"],
-                "training_frequency": ZOO["train_freq"],
-                "training_iter": ZOO["gradient_steps"],
-                "training_batch_iter": 1,
-                "policy_delay": 1,
-                "target_entropy": ZOO["target_entropy"],
-                "alpha_lr": ZOO["learning_rate"],
-            },
-            "memory": {
-                "name": "Replay",
-                "max_size": ZOO["buffer_size"],
-                "batch_size": ZOO["batch_size"],
-                "use_cer": False,
-            },
-            "net": {
-                "type": "MLPNet",
-                "hid_layers": ZOO["net_arch"],
-                "hid_layers_activation": "relu",
-                "init_fn": None,
-                "clip_grad_val": None,
-                "loss_spec": {"name": "MSELoss"},
-                "actor_optim_spec": {"name": "Adam", "lr": ZOO["learning_rate"]},
-                "critic_optim_spec": {"name": "Adam", "lr": ZOO["learning_rate"]},
-                "lr_scheduler_spec": None,
-                "update_type": "polyak",
-                "polyak_coef": ZOO["tau"],
-                "gpu": False,
-            },
-        },
-        **env_and_meta(ENV_ID, ZOO["n_envs"], frames, seed),
-    }
-
-
-def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
-    return run_session(
-        slm_lab_spec(frames, seed),
-        extra=session_grad_steps,
-    )
+    return sac_spec("sac_hopper_zoo", ENV_ID, ZOO, frames, seed)
 
 
 def run_sb3(frames: int, seed: int) -> dict[str, Any]:
     pin_torch_threads()
-    from stable_baselines3 import SAC
     from stable_baselines3.common.env_util import make_vec_env
 
     env = make_vec_env(ENV_ID, n_envs=ZOO["n_envs"], seed=seed)  # DummyVecEnv of Monitor envs
-    model = SAC(
-        "MlpPolicy",
-        env,
-        learning_rate=ZOO["learning_rate"],
-        buffer_size=ZOO["buffer_size"],
-        learning_starts=ZOO["learning_starts"],
-        batch_size=ZOO["batch_size"],
-        tau=ZOO["tau"],
-        gamma=ZOO["gamma"],
-        train_freq=ZOO["train_freq"],
-        gradient_steps=ZOO["gradient_steps"],
-        ent_coef=ZOO["ent_coef"],
-        target_entropy=ZOO["target_entropy"],
-        target_update_interval=ZOO["target_update_interval"],
-        policy_kwargs={"net_arch": ZOO["net_arch"]},
-        seed=seed,
-        device="cpu",
-        verbose=0,
-    )
-    return learn_counting_grad_steps(model, env, frames)
+    return learn_counting_grad_steps(sb3_sac(env, ZOO, seed), env, frames)
 
 
 COMPARISON = Comparison(
@@ -150,7 +71,7 @@ COMPARISON = Comparison(
     hyperparameters=ZOO,
     slm_lab_spec=slm_lab_spec,
     run_sb3=run_sb3,
-    run_slm_lab=run_slm_lab,
+    slm_lab_extra=session_grad_steps,
     mismatches=MISMATCHES,
     solved=None,
     extra_fields={"grad_steps": "d"},

@@ -36,15 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from compare_sb3 import (
+    SB3_SAC_DEFAULTS,
     Comparison,
     array_nbytes,
     cli,
     current_rss_mb,
-    env_and_meta,
     peak_rss_mb,
     pin_torch_threads,
     run_session,
+    sac_spec,
     sb3_result,
+    sb3_sac,
     timed_learn,
     touch_arrays,
 )
@@ -52,23 +54,8 @@ from compare_sb3 import (
 ENV_ID = "Pendulum-v1"
 MIB = 1024**2
 
-# RL Zoo's hyperparameters for SAC on Pendulum-v1
-ZOO = {
-    "n_envs": 1,
-    "learning_rate": 1e-3,
-    # SB3 defaults
-    "buffer_size": 1_000_000,
-    "learning_starts": 100,
-    "batch_size": 256,
-    "tau": 0.005,
-    "gamma": 0.99,
-    "train_freq": 1,
-    "gradient_steps": 1,
-    "ent_coef": "auto",
-    "target_entropy": "auto",
-    "target_update_interval": 1,
-    "net_arch": [256, 256],
-}
+# RL Zoo's hyperparameters for SAC on Pendulum-v1 (SB3 defaults but learning_rate)
+ZOO = SB3_SAC_DEFAULTS | {"learning_rate": 1e-3}
 
 MISMATCHES = [
     "training start: SB3 takes its first gradient step once num_timesteps > learning_starts "
@@ -93,46 +80,7 @@ MISMATCHES = [
 
 
 def slm_lab_spec(frames: int, seed: int) -> dict[str, Any]:
-    return {
-        "name": "sac_pendulum_zoo",
-        "agent": {
-            "name": "SoftActorCritic",
-            "algorithm": {
-                "name": "SoftActorCritic",
-                "action_pdtype": "default",
-                "action_policy": "default",
-                "gamma": ZOO["gamma"],
-                "training_start_step": ZOO["learning_starts"],
-                "training_frequency": ZOO["train_freq"],
-                "training_iter": ZOO["gradient_steps"],
-                "training_batch_iter": 1,
-                "policy_delay": 1,
-                "target_entropy": ZOO["target_entropy"],
-                "alpha_lr": ZOO["learning_rate"],
-            },
-            "memory": {
-                "name": "Replay",
-                "max_size": ZOO["buffer_size"],
-                "batch_size": ZOO["batch_size"],
-                "use_cer": False,
-            },
-            "net": {
-                "type": "MLPNet",
-                "hid_layers": ZOO["net_arch"],
-                "hid_layers_activation": "relu",
-                "init_fn": None,
-                "clip_grad_val": None,
-                "loss_spec": {"name": "MSELoss"},
-                "actor_optim_spec": {"name": "Adam", "lr": ZOO["learning_rate"]},
-                "critic_optim_spec": {"name": "Adam", "lr": ZOO["learning_rate"]},
-                "lr_scheduler_spec": None,
-                "update_type": "polyak",
-                "polyak_coef": ZOO["tau"],
-                "gpu": False,
-            },
-        },
-        **env_and_meta(ENV_ID, ZOO["n_envs"], frames, seed),
-    }
+    return sac_spec("sac_pendulum_zoo", ENV_ID, ZOO, frames, seed)
 
 
 # -- children: one library's training run, in its own process ---------------------------------
@@ -169,30 +117,11 @@ def run_slm_lab(frames: int, seed: int) -> dict[str, Any]:
 
 def run_sb3(frames: int, seed: int) -> dict[str, Any]:
     pin_torch_threads()
-    from stable_baselines3 import SAC
     from stable_baselines3.common.env_util import make_vec_env
 
     rss_before = current_rss_mb()
     env = make_vec_env(ENV_ID, n_envs=ZOO["n_envs"], seed=seed)  # DummyVecEnv of Monitor envs
-    model = SAC(
-        "MlpPolicy",
-        env,
-        learning_rate=ZOO["learning_rate"],
-        buffer_size=ZOO["buffer_size"],
-        learning_starts=ZOO["learning_starts"],
-        batch_size=ZOO["batch_size"],
-        tau=ZOO["tau"],
-        gamma=ZOO["gamma"],
-        train_freq=ZOO["train_freq"],
-        gradient_steps=ZOO["gradient_steps"],
-        ent_coef=ZOO["ent_coef"],
-        target_entropy=ZOO["target_entropy"],
-        target_update_interval=ZOO["target_update_interval"],
-        policy_kwargs={"net_arch": ZOO["net_arch"]},
-        seed=seed,
-        device="cpu",
-        verbose=0,
-    )
+    model = sb3_sac(env, ZOO, seed)
     rss_built = current_rss_mb()
     wall = timed_learn(model, frames)
     buffer = model.replay_buffer
