@@ -33,19 +33,20 @@ def keep_workers_on_this_python(environ: MutableMapping[str, str]) -> None:
 
 keep_workers_on_this_python(os.environ)
 
-# Ray's setting for the niceness its workers start at (15 unless set)
+# Ray's setting for its workers' niceness: added to the niceness they inherit (15 unless set)
 WORKER_NICENESS = "RAY_worker_niceness"
 
 
 def keep_workers_at_this_priority(environ: MutableMapping[str, str]) -> None:
-    """The trials' workers on the cluster a search starts run at the search's own niceness, as
-    a `train` run's sessions do. Ray starts its workers at 15, to keep its daemons responsive
-    on a busy cluster; on a machine that other work keeps busy, that starves a search's
-    sessions (a 100-frame CartPole trial took 3 minutes beside a training run on 2 cores). `nice
-    slm-lab run ... search` still runs them nice. A cluster that RAY_ADDRESS names keeps its
-    own setting, and a WORKER_NICENESS the user set is kept."""
+    """The trials' workers on the cluster a search starts run at the search's own niceness (they
+    inherit it), as a `train` run's sessions do. Ray adds 15 to it, to keep its daemons
+    responsive on a busy cluster; on a machine that other work keeps busy, that starves a
+    search's sessions (a 100-frame CartPole trial took 3 minutes beside a training run on 2
+    cores). `nice slm-lab run ... search` still runs them nice. A cluster that RAY_ADDRESS names
+    keeps its own setting, and a WORKER_NICENESS the user set is kept."""
     if not environ.get("RAY_ADDRESS"):
-        environ.setdefault(WORKER_NICENESS, str(os.nice(0)))
+        environ.setdefault(WORKER_NICENESS, "0")
+
 
 import ray  # noqa: E402  (after UV_HOOK is set)
 

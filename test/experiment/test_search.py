@@ -66,7 +66,7 @@ def ray_address() -> Iterator[str]:
     # workers at this process's niceness, as a search's own Ray has them (not starved by other
     # load); taken out again after, so that the CLI's searches below set it themselves
     ours = WORKER_NICENESS not in os.environ
-    os.environ.setdefault(WORKER_NICENESS, str(os.nice(0)))
+    os.environ.setdefault(WORKER_NICENESS, "0")
     try:
         ray.init(
             num_cpus=CLUSTER_CPUS,
@@ -334,13 +334,15 @@ def test_a_search_stopped_by_a_group_sigterm_through_uv_saves_and_says_how_to_re
     """`timeout` stops `uv run slm-lab ... search` by signalling its whole process group,
     Ray's daemons that the search started included: the search still stops through Tune,
     prints the resume line last, and leaves no process behind (no C++ stack dump of a Ray
-    daemon killed under it)."""
+    daemon killed under it). Started under `nice`, its sessions run at the search's niceness,
+    not at the 15 more that Ray gives its workers."""
     spec = search_spec({GAMMA + "__uniform": [0.9, 0.99]}, 2, 3, max_frame=10**6)
     path = str(write_spec_file(in_tmp / "search.json", {NAME: spec}))
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # Ray on this machine
-    args = [UV, "run", "--project", str(ROOT_DIR), "slm-lab", "run", path, NAME, "search"]
+    niceness = min(os.nice(0) + 1, 19)
+    command = ["nice", "-n", "1", UV, "run", "--project", str(ROOT_DIR), "slm-lab"]
     proc = subprocess.Popen(
-        [*args, "--data-dir", str(in_tmp / "data")],
+        [*command, "run", path, NAME, "search", "--data-dir", str(in_tmp / "data")],
         cwd=ROOT_DIR,  # as the README runs it
         env={**env, MARK: str(os.getpid()), "NO_COLOR": "1"},
         stdout=subprocess.PIPE,
@@ -353,9 +355,8 @@ def test_a_search_stopped_by_a_group_sigterm_through_uv_saves_and_says_how_to_re
             lambda: list((in_tmp / "data").glob(f"*/{NAME}_t0/info/{NAME}_t0_s0_session_df.csv")),
             "the first trial's rows",
         )
-        # the trial's session at this process's priority, not at Ray's niceness for workers
         sessions = session_processes()
-        assert sessions and {p.nice() for p in sessions} == {os.nice(0)}
+        assert sessions and {p.nice() for p in sessions} == {niceness}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=3 * WAIT_S)
@@ -645,9 +646,8 @@ def test_a_search_on_this_machine_turns_rays_uv_hook_off_and_one_on_a_cluster_le
 def test_a_search_on_this_machine_runs_its_workers_at_its_own_niceness() -> None:
     from slm_lab.experiment.ray_cluster import WORKER_NICENESS, keep_workers_at_this_priority
 
-    mine = str(os.nice(0))
     for before, after in [
-        ({}, {WORKER_NICENESS: mine}),
+        ({}, {WORKER_NICENESS: "0"}),  # nothing added to the niceness the workers inherit
         ({WORKER_NICENESS: "19"}, {WORKER_NICENESS: "19"}),  # the user's
         ({"RAY_ADDRESS": "10.0.0.2:6379"}, {"RAY_ADDRESS": "10.0.0.2:6379"}),  # the cluster's
     ]:
