@@ -20,7 +20,6 @@ class Clock:
         self.opt_step = 0
         self._wall_offset = 0.0
         self._start = time.perf_counter()
-        self.origin = (0.0, 0.0)  # (frame, wall_t) where this process took the run up
 
     def done(self) -> bool:
         """Whether the run has reached max_frame."""
@@ -50,4 +49,3 @@ class Clock:
         )
         self._wall_offset = float(state["wall_t"])
         self._start = time.perf_counter()
-        self.origin = (float(self.frame), self._wall_offset)

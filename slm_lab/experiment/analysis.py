@@ -306,13 +306,12 @@ def progress_line(
     origin: tuple[float, float] = (0.0, 0.0),
 ) -> str:
     """A checkpoint row as one log line, `12% eta 1m05s | frame:12,000 | ...`: every column
-    but those without a value (NaN); the ETA is at the frames per second since `origin`, the
-    (frame, wall_t) where this process took the run up (a resumed run's earlier pace, on
-    another day or beside other work, does not count). Within
+    but those without a value (NaN); the ETA is at the frames per second since `origin`, a
+    (frame, wall_t) the run passed. Within
     `width` characters, the columns that fit, taken by `progress_priority` until one does not,
     in the row's order."""
     frame, wall_t = row["frame"], row["wall_t"]
-    frame0, wall0 = origin if row["frame"] > origin[0] else (0.0, 0.0)
+    frame0, wall0 = origin
     eta = (wall_t - wall0) * (max_frame - frame) / (frame - frame0)
     head = f"{100 * int(frame) // max_frame}% eta {format_duration(eta)}"
     items = {k: f"{k}:{format_value(k, v)}" for k, v in row.items() if not math.isnan(v)}

@@ -60,12 +60,13 @@ class MetricsTracker:
         return row
 
     def state_dict(self) -> dict[str, Any]:
-        return {"rows": [dict(r) for r in self.rows], "last_frame": self._last_frame}
+        return {"rows": [dict(r) for r in self.rows]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The rows so far; the next row's fps counts from here (the frames a stopped session
+        ran after its last row took time that the resumed clock does not hold)."""
         self.rows = [dict(r) for r in state["rows"]]
-        self._last_frame = state["last_frame"]
-        self._last_wall = self.clock.wall_t
+        self._last_frame, self._last_wall = self.clock.frame, self.clock.wall_t
 
 
 class RowsCsv:
@@ -105,6 +106,10 @@ class Recorder:
         self.episodes_path = layout.episodes_csv(trial, session) if episodes else None
         self.episodes_file: Any = None
         self.writer: Any = None  # TensorBoard's SummaryWriter, made at the first row
+        # (frame, wall_t) of this process's first row: the ETA's pace is taken from there on, so
+        # a resumed run's earlier pace (another day, other work beside it) and the loading and
+        # warm-up of a start do not count; the first row itself goes by the whole run's
+        self.pace_from: tuple[float, float] | None = None
 
     def start(self, episodes_bytes: int | None = None) -> None:
         """Open the episodes CSV: a new one (its header), or on resume the one there cut back
@@ -120,7 +125,9 @@ class Recorder:
     def row(self, row: Row, rows: list[Row]) -> None:
         """A training row: the progress line, TensorBoard and the session CSV (`rows` all of
         them, the new one last)."""
-        max_frame, origin = self.clock.max_frame, self.clock.origin
+        max_frame, origin = self.clock.max_frame, self.pace_from or (0.0, 0.0)
+        if self.pace_from is None:
+            self.pace_from = (row["frame"], row["wall_t"])
         line = analysis.progress_line(row, max_frame, origin=origin)
         width = log_setup.console_width()
         fitted = line if width is None else analysis.progress_line(row, max_frame, width, origin)

@@ -255,15 +255,12 @@ def test_progress_line_wide_enough_is_the_full_line() -> None:
     assert progress_line(PPO_ROW, 100_000, len(full) - 1) != full
 
 
-def test_progress_line_eta_is_at_the_pace_since_the_run_was_taken_up() -> None:
+def test_progress_line_eta_is_at_the_pace_since_its_origin() -> None:
     # resumed at frame 10,000 after 1000 s (a slow first day): 2,000 frames in the 10 s since,
     # so 88,000 more take 440 s, not the 7,407 s the whole run's average pace says
     row = {"frame": 12000, "wall_t": 1010.0}
     assert progress_line(row, 100_000, origin=(10_000, 1000.0)).startswith("12% eta 7m20s |")
     assert progress_line(row, 100_000).startswith("12% eta 2h03m |")
-    # the first row of a resumed run may sit on its origin: the whole run's pace then
-    at_origin = {"frame": 10000, "wall_t": 1000.0}
-    assert progress_line(at_origin, 100_000, origin=(10_000, 1000.0)).startswith("10% eta 2h30m |")
 
 
 def test_progress_line_at_the_end() -> None:
@@ -414,3 +411,51 @@ def test_console_width_is_columns_else_the_terminals_else_no_limit(
         assert log_setup.console_width() is None
         monkeypatch.setenv("COLUMNS", "100")
         assert log_setup.console_width() == 100 - head
+
+
+def test_a_sessions_eta_is_at_the_pace_since_its_first_progress_line(tmp_path: Path) -> None:
+    """A resumed session (here at 50,000 frames after 2 hours): its first line goes by the whole
+    run's pace, the next ones by the pace since that first line."""
+    from loguru import logger
+
+    from slm_lab.env.clock import Clock
+    from slm_lab.experiment.layout import RunLayout
+    from slm_lab.experiment.recorder import Recorder
+
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(m.record["message"]), level="INFO")
+    try:
+        recorder = Recorder(RunLayout(tmp_path, "eta"), 0, 0, Clock(100_000, 4), episodes=False)
+        first = {"frame": 50_000, "wall_t": 7200.0}
+        second = {"frame": 60_000, "wall_t": 7300.0}
+        recorder.row(first, [first])
+        recorder.row(second, [first, second])
+    finally:
+        logger.remove(sink)
+    # 7200 s for 50,000 frames; then 100 s for 10,000, so 40,000 more take 400 s (the whole
+    # run's pace would say 4,867 s)
+    assert [line.split(" | ")[0] for line in lines] == ["50% eta 2h00m", "60% eta 6m40s"]
+
+
+def test_the_first_fps_after_a_resume_counts_the_frames_and_time_since_the_resume(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stopped at frame 1,200 (its last row at 1,000): the frames between that row and the
+    stop ran before the resumed clock started, so they do not count in the next row's fps."""
+    from types import SimpleNamespace
+
+    from slm_lab.env import clock as clock_module
+    from slm_lab.experiment.recorder import MetricsTracker
+
+    now = [0.0]
+    monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
+    clock = clock_module.Clock(10_000, 4)
+    clock.load_state_dict({"t": 300, "frame": 1200, "epi": 0, "opt_step": 0, "wall_t": 60.0})
+    env = SimpleNamespace(total_reward=math.nan)
+    agent = SimpleNamespace(metrics=dict)
+    tracker = MetricsTracker(clock, env, agent)  # type: ignore[arg-type]
+    tracker.load_state_dict({"rows": [{"frame": 1000, "total_reward": math.nan}]})
+    for _ in range(200):  # 800 frames in 2 s
+        clock.tick(0)
+    now[0] = 2.0
+    assert tracker.add_row()["fps"] == 400.0
