@@ -115,7 +115,7 @@ def load_agent(
     agent.load_model(model["nets"])
     agent.set_eval()
     obs_norm = ObsNormalizer(
-        env_info.observation_space.shape, spec.env.normalize_obs, spec.env.clip_obs
+        env_info.observation_space.shape, spec.env.normalize_obs, spec.env.obs_clip
     )
     if model["obs_rms"] is not None:
         rms, stats = obs_norm.rms, model["obs_rms"]
