@@ -76,6 +76,17 @@ def normal_tanh_log_prob(
     return normal_log_prob(mean, log_std, u) - tanh_log_det(u)
 
 
+def normal_tanh_entropy(mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """H of a = tanh(u), u ~ N(mean, std), estimated from one fresh draw per row:
+    H = H[N(mean, std)] + E[sum_i log(1 - tanh(u_i)^2)], the Gaussian's part in closed form, the
+    log-det (<= 0) at u = mean + std * eps (reparameterized), which rewards keeping u where tanh
+    is not saturated. Unbiased, and its gradient is the entropy's in expectation; -log pi of the
+    batch's own actions has the same expected value but a zero expected gradient at the policy
+    that drew them."""
+    u = normal_sample(mean, log_std)
+    return normal_entropy(log_std) + tanh_log_det(u)
+
+
 def select_discrete(scores: torch.Tensor, action_policy: str, explore_var: float) -> torch.Tensor:
     """Discrete actions from logits or Q-values under an action policy.
 

@@ -35,8 +35,8 @@ class AlgorithmConfig(Config):
         "default",
         "the action distribution (default: Categorical or Normal by action space); NormalTanh "
         "(policy-gradient algorithms): a Gaussian squashed by tanh into the action bounds, with "
-        "the log-det correction in its log-prob and the entropy bonus estimated as -log pi of "
-        "the batch's actions",
+        "the log-det correction in its log-prob and the entropy bonus a one-draw "
+        "reparameterized estimate (the Gaussian's entropy plus the log-det at a fresh draw)",
     )
     action_policy: Literal["default", "epsilon_greedy", "boltzmann", "greedy"] = key(
         "default", "how actions are drawn: from the policy, epsilon-greedy, Boltzmann, greedy"

@@ -75,12 +75,12 @@ class PolicyGradient(Algorithm):
         self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """log pi(a|s) of the batch's actions and the policy's entropy (NormalTanh has no
-        closed form: -log pi(a|s) of the actions, an unbiased estimate on on-policy actions)."""
+        closed form: a one-draw reparameterized estimate, D.normal_tanh_entropy)."""
         if self.discrete:
             return D.categorical_log_prob_entropy(mean, actions)
         if self.squash:
             log_prob = D.normal_tanh_log_prob(mean, log_std, actions)
-            return log_prob, -log_prob
+            return log_prob, D.normal_tanh_entropy(mean, log_std)
         return D.normal_log_prob(mean, log_std, actions), D.normal_entropy(log_std)
 
     def log_prob(
