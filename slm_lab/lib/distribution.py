@@ -80,9 +80,8 @@ def normal_tanh_entropy(mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tens
     """H of a = tanh(u), u ~ N(mean, std), estimated from one fresh draw per row:
     H = H[N(mean, std)] + E[sum_i log(1 - tanh(u_i)^2)], the Gaussian's part in closed form, the
     log-det (<= 0) at u = mean + std * eps (reparameterized), which rewards keeping u where tanh
-    is not saturated. Unbiased, and its gradient is the entropy's in expectation; -log pi of the
-    batch's own actions has the same expected value but a zero expected gradient at the policy
-    that drew them."""
+    is not saturated. Unbiased, and its gradient is the entropy's in expectation; -log pi of
+    actions the current policy drew has the same expected value but a zero expected gradient."""
     u = normal_sample(mean, log_std)
     return normal_entropy(log_std) + tanh_log_det(u)
 

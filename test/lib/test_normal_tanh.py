@@ -70,13 +70,13 @@ def squashed_entropy(mean: float, log_std: float) -> float:
 def test_entropy_estimate_and_its_gradient_are_the_squashed_gaussians(
     mean: float, log_std: float
 ) -> None:
-    """The mean of 400k one-draw estimates is H (quadrature; also the mean of -log pi(a) over
+    """The mean of 400k one-draw estimates is H (quadrature; also the mean of -log pi(a) over 1M
     sampled actions, which ties it to the density tested above), and its gradient is H's
     (central differences of the quadrature): the bonus widens a narrow policy and pulls a mean far
     out back from where tanh saturates."""
     torch.manual_seed(0)
     actions = D.normal_tanh_sample(
-        torch.full((100_000, 1), mean), torch.full((100_000, 1), log_std)
+        torch.full((1_000_000, 1), mean), torch.full((1_000_000, 1), log_std)
     )
     mean_neg_log_prob = -D.normal_tanh_log_prob(torch.tensor([[mean]]), torch.tensor([[log_std]]), actions).mean()  # fmt: skip
     assert mean_neg_log_prob.item() == pytest.approx(squashed_entropy(mean, log_std), abs=0.01)
@@ -94,6 +94,19 @@ def test_entropy_estimate_and_its_gradient_are_the_squashed_gaussians(
     assert s.grad.sum().item() == pytest.approx(d_log_std, abs=0.02)
 
 
+def test_entropy_sums_over_action_dims_with_a_shared_log_std() -> None:
+    """A state-independent log_std (one per action dim) broadcasts over the batch: one estimate
+    per row, each dim's Gaussian entropy plus its log-det at the row's draw, summed."""
+    mean, log_std = torch.tensor([[0.3, -2.0], [1.0, 0.5]]), torch.tensor([-0.5, 0.2])
+    torch.manual_seed(1)
+    got = D.normal_tanh_entropy(mean, log_std)
+    torch.manual_seed(1)
+    u = mean + log_std.exp() * torch.randn(2, 2)
+    per_dim = 0.5 + 0.5 * math.log(2 * math.pi) + log_std + torch.log(1 - torch.tanh(u).pow(2))
+    assert got.shape == (2,)
+    torch.testing.assert_close(got, per_dim.sum(-1))
+
+
 def test_ppo_with_normal_tanh_acts_inside_the_bounds_and_scores_its_actions() -> None:
     spec = make_spec("ppo", env="Pendulum-v1", max_frame=256)
     spec["agent"]["algorithm"]["action_pdtype"] = "NormalTanh"
@@ -103,6 +116,7 @@ def test_ppo_with_normal_tanh_acts_inside_the_bounds_and_scores_its_actions() ->
     assert actions.shape == (4, 1) and actions.abs().max() < 1
     mean, log_std = algo.nets.pdparam(obs)
     log_prob, entropy = algo.log_prob_entropy(mean, log_std, actions)
-    assert torch.isfinite(log_prob).all() and entropy.shape == log_prob.shape
+    assert entropy.shape == log_prob.shape == (4,)
+    assert torch.isfinite(log_prob).all() and torch.isfinite(entropy).all()
     algo.action_policy = "greedy"
     assert torch.equal(algo.select_actions(obs), torch.tanh(mean))

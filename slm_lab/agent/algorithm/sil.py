@@ -51,7 +51,7 @@ class SelfImitation:
             obs, actions, returns = batch.obs.float(), batch.actions, batch.rewards
             for _ in range(config.training_batch_iter):
                 mean, log_std, v_preds = algo.nets.pdparam_value(obs)
-                log_probs, _ = algo.log_prob_entropy(mean, log_std, actions)
+                log_probs = algo.log_prob(mean, log_std, actions)
                 advs = (returns - algo.denorm_v(v_preds.detach())).clamp(min=0.0)
                 if not bool((advs > 0).any()):  # nothing to imitate: no step (Adam would drift)
                     continue
