@@ -121,3 +121,35 @@ def test_continuous_policy_state_independent_log_std() -> None:
 def test_get_device() -> None:
     assert net_util.get_device(False) == torch.device("cpu")
     assert net_util.get_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def overflowing_loss(w: torch.nn.Parameter) -> torch.Tensor:
+    """PPO's clipped surrogate where exp(log-ratio) overflows: the loss is finite (the clamp's
+    bound) but its gradient is 0 * inf = NaN."""
+    return torch.exp(w * 1000.0).clamp(max=1.2).sum()
+
+
+@pytest.mark.parametrize("clip", [0.5, None])
+def test_grad_step_takes_no_step_on_a_non_finite_gradient(clip: float | None) -> None:
+    w = torch.nn.Parameter(torch.tensor([1.0, 0.0]))
+    optim = torch.optim.Adam([w], lr=0.1)
+    grad_step = net_util.GradStep([optim], [([w], clip)])
+    loss = overflowing_loss(w)
+    assert torch.isfinite(loss)
+    stepped = grad_step(loss)
+    assert torch.equal(w.detach(), torch.tensor([1.0, 0.0])) and w.grad is None
+    assert stepped is False
+    assert optim.state_dict()["state"] == {}  # Adam's moments and step count untouched
+    assert grad_step(((w - 2.0) ** 2).sum()) is True
+    assert torch.isfinite(w).all() and not torch.equal(w.detach(), torch.tensor([1.0, 0.0]))
+
+
+def test_optimize_skips_a_non_finite_gradient_uncounted_and_the_net_stays_finite() -> None:
+    algo = make_env_agent(make_spec("ppo"))[1].algorithm
+    before = [p.detach().clone() for p in algo.nets.parameters()]
+    first = next(algo.nets.parameters())
+    opt_step = algo.clock.opt_step
+    assert algo.optimize(overflowing_loss(first)) is False
+    assert algo.clock.opt_step == opt_step
+    assert all(torch.equal(p, b) for p, b in zip(algo.nets.parameters(), before, strict=True))
+    assert algo.optimize((first**2).sum()) is True and algo.clock.opt_step == opt_step + 1

@@ -135,14 +135,14 @@ class Algorithm:
         self, loss: torch.Tensor, grad_step: net_util.GradStep | None = None, count: bool = True
     ) -> bool:
         """Take `grad_step` (default: the algorithm's `self.grad_step`) on `loss`, counted as an
-        opt_step of the clock when `count`; a non-finite loss is skipped with a warning."""
-        if not torch.isfinite(loss):
+        opt_step of the clock when `count`; a non-finite loss or gradient is skipped with a
+        warning."""
+        if not (grad_step or self.grad_step)(loss):
             warn_rate_limited(
                 "nonfinite_loss",
-                f"skipping an update with non-finite loss {loss.item()} at frame {self.clock.frame}",
+                f"skipping an update with a non-finite loss or gradient (loss {loss.item()}) at frame {self.clock.frame}",
             )
             return False
-        (grad_step or self.grad_step)(loss)
         if count:
             self.clock.opt_step += 1
         return True

@@ -143,9 +143,9 @@ def _bare_step(optim: torch.optim.Optimizer) -> Any:
 
 class GradStep:
     """One gradient step of a loss over some optimizers: zero the gradients, backprop, clip each
-    parameter group's gradient norm, step every optimizer. Built once per set of optimizers:
-    walking modules' parameters and torch's per-call wrappers cost more than the small nets'
-    update itself."""
+    parameter group's gradient norm, step every optimizer; no step at all when the loss or a
+    gradient is not finite. Built once per set of optimizers: walking modules' parameters and
+    torch's per-call wrappers cost more than the small nets' update itself."""
 
     def __init__(
         self,
@@ -153,19 +153,34 @@ class GradStep:
         clip_groups: list[tuple[list[nn.Parameter], float | None]],
     ) -> None:
         self.params = [p for o in optims for g in o.param_groups for p in g["params"]]
-        self.clip_groups = [
-            (params, float(clip)) for params, clip in clip_groups if clip is not None
+        clipped = [(params, float(clip)) for params, clip in clip_groups if clip is not None]
+        in_clipped = {id(p) for params, _ in clipped for p in params}
+        rest = [p for p in self.params if id(p) not in in_clipped]
+        # every parameter's gradient norm is taken (the finiteness check); None: not clipped
+        self.groups: list[tuple[list[nn.Parameter], float | None]] = [
+            *clipped,
+            *([(rest, None)] if rest else []),
         ]
         self.steps = [_bare_step(o) for o in optims]
 
-    def __call__(self, loss: torch.Tensor) -> None:
+    def __call__(self, loss: torch.Tensor) -> bool:
+        """Whether the step was taken. A finite loss can still give a non-finite gradient (PPO's
+        exp(log-ratio) overflowing to inf inside a clamp: 0 * inf); stepping on it would make
+        every parameter NaN for the rest of the run. One read from the device decides."""
         for p in self.params:
             p.grad = None
         loss.backward()
-        for params, max_norm in self.clip_groups:
-            clip_grad_norm(params, max_norm)
+        norms = [grad_norm(params) for params, _ in self.groups]
+        if not bool(torch.isfinite(torch.stack([loss.detach(), *norms])).all()):
+            for p in self.params:
+                p.grad = None
+            return False
+        for (params, max_norm), norm in zip(self.groups, norms, strict=True):
+            if max_norm is not None:
+                scale_grads(params, norm, max_norm)
         for step in self.steps:
             step()
+        return True
 
 
 @torch.no_grad()
@@ -183,14 +198,21 @@ def match_state_layout(optim: torch.optim.Optimizer) -> None:
 
 
 @torch.no_grad()
-def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> None:
-    """torch.nn.utils.clip_grad_norm_ (2-norm, foreach) for parameters on one device and dtype,
+def grad_norm(params: list[nn.Parameter]) -> torch.Tensor:
+    """The 2-norm of the parameters' gradients together (0 when none has one), as
+    torch.nn.utils.clip_grad_norm_ takes it (foreach) for parameters on one device and dtype,
     without its per-call grouping of tensors by device (a third of its cost on small nets)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
-        return
-    total_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-    torch._foreach_mul_(grads, torch.clamp(max_norm / (total_norm + CLIP_NORM_EPS), max=1.0))
+        return torch.zeros((), device=params[0].device) if params else torch.zeros(())
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+
+
+def scale_grads(params: list[nn.Parameter], total_norm: torch.Tensor, max_norm: float) -> None:
+    """clip_grad_norm_'s scaling: the gradients shrunk to a norm of at most `max_norm`."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if grads:
+        torch._foreach_mul_(grads, torch.clamp(max_norm / (total_norm + CLIP_NORM_EPS), max=1.0))
 
 
 def build_loss(loss: LossSpec | None, reduction: str | None = None) -> nn.Module:
