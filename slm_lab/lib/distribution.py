@@ -12,7 +12,6 @@ import torch.nn.functional as F
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_2 = math.log(2.0)
-TANH_EDGE = 1e-6  # how close to +-1 a squashed action's log-prob evaluates it
 
 
 def categorical_sample(logits: torch.Tensor) -> torch.Tensor:
@@ -60,19 +59,13 @@ def tanh_log_det(u: torch.Tensor) -> torch.Tensor:
     return (2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)
 
 
-def normal_tanh_sample(mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
-    """a = tanh(u), u ~ N(mean, std): an action inside (-1, 1)."""
-    return torch.tanh(normal_sample(mean, log_std))
-
-
 def normal_tanh_log_prob(
-    mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor
+    mean: torch.Tensor, log_std: torch.Tensor, u: torch.Tensor
 ) -> torch.Tensor:
-    """log pi(a) of a = tanh(u), u ~ N(mean, std): log N(u) - sum_i log(1 - a_i^2), with u =
-    atanh(a). An action is clamped to within TANH_EDGE of +-1 first (a float32 tanh rounds large
-    u to exactly 1, whose atanh is infinite)."""
-    a = actions.clamp(-1.0 + TANH_EDGE, 1.0 - TANH_EDGE)
-    u = torch.atanh(a)
+    """log pi(a) of the squashed action a = tanh(u), u ~ N(mean, std), given its pre-tanh sample
+    u: log N(u) - sum_i log(1 - tanh(u_i)^2). Taken at u, never at atanh(a): a float32 tanh
+    rounds every u past ~9 to exactly 1, and atanh of a clamped a puts u hundreds of stds from a
+    saturated policy's mean, where the log-prob ratio of two updates overflows."""
     return normal_log_prob(mean, log_std, u) - tanh_log_det(u)
 
 

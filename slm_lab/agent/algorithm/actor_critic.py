@@ -80,10 +80,10 @@ class ActorCritic(PolicyGradient):
         next_values[fresh] = self.denorm_v(v).view(-1)
         return next_values
 
-    def update(self, t: Transition) -> None:
-        if self.sil is not None and not self.eval_mode:
+    def store(self, t: Transition) -> None:
+        super().store(t)
+        if self.sil is not None:
             self.sil.add(t)
-        super().update(t)
 
     def train(self) -> float:
         loss = self.train_actor_critic()

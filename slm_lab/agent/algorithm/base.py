@@ -117,12 +117,16 @@ class Algorithm:
         """Store the transitions; train when the memory is ready; advance schedules."""
         if self.eval_mode:
             return
-        self.memory.add(t)
+        self.store(t)
         if self.to_train():
             self.loss = self.train()
             for scheduler in self.lr_schedulers:
                 scheduler.step()
         self.update_schedules()
+
+    def store(self, t: Transition) -> None:
+        """Add a training step's transitions to the memory (and to any other that keeps them)."""
+        self.memory.add(t)
 
     def episodes_restarted(self) -> None:
         """A resume restarted the env's episodes: stored episodes in progress end where they were cut."""

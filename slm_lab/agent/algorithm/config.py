@@ -35,7 +35,8 @@ class AlgorithmConfig(Config):
         "default",
         "the action distribution (default: Categorical or Normal by action space); NormalTanh "
         "(policy-gradient algorithms): a Gaussian squashed by tanh into the action bounds, with "
-        "the log-det correction in its log-prob and the entropy bonus a one-draw "
+        "the log-det correction in its log-prob (taken at the pre-tanh sample, which the "
+        "memory keeps; the env gets its tanh) and the entropy bonus a one-draw "
         "reparameterized estimate (the Gaussian's entropy plus the log-det at a fresh draw)",
     )
     action_policy: Literal["default", "epsilon_greedy", "boltzmann", "greedy"] = key(

@@ -2,10 +2,12 @@
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.algorithm.config import PolicyGradientConfig
+from slm_lab.agent.memory.base import Transition
 from slm_lab.agent.net import net_util
 from slm_lab.agent.net.policy import PolicyNets
 from slm_lab.lib import distribution as D
@@ -49,6 +51,7 @@ class PolicyGradient(Algorithm):
             ]
         self.grad_step = net_util.GradStep(self.optims, clip_groups)
         self.squash = self.config.action_pdtype == "NormalTanh"  # tanh-squashed Gaussian
+        self.acted_u: np.ndarray | None = None  # NormalTanh: the last act's pre-tanh samples
         self.entropy_coef = VarScheduler(
             self.config.entropy_coef_spec, self.clock.max_frame, default=0.0
         )
@@ -63,19 +66,32 @@ class PolicyGradient(Algorithm):
         return self.policy_actions(*self.nets.pdparam(obs))
 
     def policy_actions(self, mean: torch.Tensor, log_std: torch.Tensor | None) -> torch.Tensor:
-        """Actions from the policy's parameters, as `action_policy` picks them."""
+        """Actions from the policy's parameters, as `action_policy` picks them (NormalTanh: the
+        pre-tanh sample u; `act` squashes it)."""
         if self.discrete:
             return D.select_discrete(mean, self.action_policy, self.explore_var.val)
-        if self.squash:
-            greedy = self.action_policy == "greedy"
-            return torch.tanh(mean) if greedy else D.normal_tanh_sample(mean, log_std)
         return mean if self.action_policy == "greedy" else D.normal_sample(mean, log_std)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """NormalTanh sends tanh(u) to the env and keeps u for `update`: the memory stores u, so
+        that the log-probs of training are taken at the sample itself."""
+        actions = super().act(obs)
+        if not self.squash:
+            return actions
+        self.acted_u = actions
+        return np.tanh(actions)
+
+    def update(self, t: Transition) -> None:
+        if self.squash:  # the transition's actions are the env's tanh(u): store u
+            t, self.acted_u = t._replace(actions=self.acted_u), None
+        super().update(t)
 
     def log_prob_entropy(
         self, mean: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """log pi(a|s) of the batch's actions and the policy's entropy (NormalTanh has no
-        closed form: a one-draw reparameterized estimate, D.normal_tanh_entropy)."""
+        """log pi(a|s) of the batch's actions (NormalTanh: their pre-tanh samples) and the
+        policy's entropy (NormalTanh has no closed form: a one-draw reparameterized estimate,
+        D.normal_tanh_entropy)."""
         if self.discrete:
             return D.categorical_log_prob_entropy(mean, actions)
         if self.squash:
