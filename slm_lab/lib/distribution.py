@@ -64,8 +64,8 @@ def normal_tanh_log_prob(
 ) -> torch.Tensor:
     """log pi(a) of the squashed action a = tanh(u), u ~ N(mean, std), given its pre-tanh sample
     u: log N(u) - sum_i log(1 - tanh(u_i)^2). Taken at u, never at atanh(a): a float32 tanh
-    rounds every u past ~9 to exactly 1, and atanh of a clamped a puts u hundreds of stds from a
-    saturated policy's mean, where the log-prob ratio of two updates overflows."""
+    rounds every u past ~9 to exactly 1, and atanh of a clamped a puts u tens to hundreds of stds
+    from a saturated policy's mean, where the log-prob ratio of two updates overflows."""
     return normal_log_prob(mean, log_std, u) - tanh_log_det(u)
 
 

@@ -1,12 +1,14 @@
 """The tanh-squashed Gaussian (action_pdtype NormalTanh) of the policy-gradient algorithms."""
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from conftest import env_of, make_algorithm, make_spec
 
+from slm_lab.agent.algorithm.ppo import PPO
 from slm_lab.lib import distribution as D
 
 
@@ -41,7 +43,7 @@ def test_log_prob_sums_over_action_dims_and_stays_finite_where_tanh_saturates() 
     one = [D.normal_tanh_log_prob(mean[:, i : i + 1], log_std[:, i : i + 1], torch.tensor([[x]])) for i, x in enumerate((0.4, -0.7))]  # fmt: skip
     both = D.normal_tanh_log_prob(mean, log_std, torch.tensor([[0.4, -0.7]]))
     assert both.item() == pytest.approx((one[0] + one[1]).item(), abs=1e-5)
-    # u = +-30: tanh rounds to +-1, log(1 - tanh(u)^2) = 2 (log 2 - 30) in the log-det's stable form
+    # u = 30: tanh rounds to 1, log(1 - tanh(u)^2) = 2 (log 2 - 30) in the log-det's stable form
     edge = D.normal_tanh_log_prob(
         torch.tensor([[30.0]]), torch.tensor([[0.0]]), torch.tensor([[30.0]])
     )
@@ -110,48 +112,76 @@ def test_entropy_sums_over_action_dims_with_a_shared_log_std() -> None:
     torch.testing.assert_close(got, per_dim.sum(-1))
 
 
-def test_ppo_with_normal_tanh_acts_inside_the_bounds_and_stores_the_pre_tanh_sample() -> None:
-    """The env gets tanh(u); the memory gets u, the sample the log-probs of training score."""
-    spec = make_spec("ppo", env="Pendulum-v1", max_frame=256)
+def normal_tanh_ppo(algo: str = "ppo", **spec_kwargs: Any) -> PPO:
+    spec = make_spec(algo, env="Pendulum-v1", **spec_kwargs)
     spec["agent"]["algorithm"]["action_pdtype"] = "NormalTanh"
-    algo = make_algorithm(spec)
+    spec["agent"]["net"]["shared"] = True  # PPO keeps the log-probs its acting forward took
+    spec["agent"]["net"]["log_std_init"] = -2.0
+    return make_algorithm(spec)
+
+
+def test_ppo_with_normal_tanh_acts_inside_the_bounds_and_stores_the_pre_tanh_sample() -> None:
+    """The env gets tanh(u); the memory gets u, and the log-prob acting kept for the row is
+    that of u (what training compares its new log-probs with)."""
+    algo = normal_tanh_ppo()
+    assert algo.keep_acted
     env = env_of(algo)
     env.reset()
+    obs = torch.as_tensor(env.obs, dtype=torch.float32)
     actions = algo.act(env.obs)
     u = algo.acted_u
     assert actions.shape == u.shape == (2, 1) and np.abs(actions).max() < 1
     np.testing.assert_array_equal(actions, np.tanh(u))
-    t = env.step(actions)
-    np.testing.assert_array_equal(t.actions, actions)
-    algo.update(t)
+    algo.update(env.step(actions))
     np.testing.assert_array_equal(algo.memory.data["actions"][0], u)
     assert algo.acted_u is None
-    obs = torch.as_tensor(env.obs, dtype=torch.float32)
-    mean, log_std = algo.nets.pdparam(obs)
-    log_prob, entropy = algo.log_prob_entropy(mean, log_std, torch.as_tensor(u))
-    assert entropy.shape == log_prob.shape == (2,)
-    assert torch.isfinite(log_prob).all() and torch.isfinite(entropy).all()
-    algo.action_policy = "greedy"
     with torch.no_grad():
+        mean, log_std = algo.nets.pdparam(obs)
+        torch.testing.assert_close(
+            algo.kept_log_probs[0], algo.log_prob(mean, log_std, torch.as_tensor(u))
+        )
+        algo.action_policy = "greedy"
+        mean, _ = algo.nets.pdparam(torch.as_tensor(env.obs, dtype=torch.float32))
         np.testing.assert_allclose(algo.act(env.obs), torch.tanh(mean).numpy(), rtol=1e-6)
 
 
-def test_a_saturated_normal_tanh_policy_stores_samples_near_its_mean() -> None:
-    """A mean of 12 (std e^-2): float32 tanh rounds every action to exactly 1, yet the memory
-    holds u within a few stds of the mean, where its log-prob is that of an ordinary draw (an
-    action's atanh, clamped short of 1, would sit at 7.25: 35 stds away, a log-prob of -600)."""
-    spec = make_spec("ppo", env="Pendulum-v1", max_frame=256, num_envs=4)
-    spec["agent"]["algorithm"]["action_pdtype"] = "NormalTanh"
-    algo = make_algorithm(spec)
+def test_an_update_without_its_act_is_refused() -> None:
+    algo = normal_tanh_ppo()
     env = env_of(algo)
     env.reset()
-    mean, log_std = torch.full((4, 1), 12.0), torch.full((4, 1), -2.0)
-    algo.nets.pdparam = lambda obs: (mean, log_std)
-    torch.manual_seed(0)
+    with pytest.raises(RuntimeError, match="without an act"):
+        algo.update(env.step(np.zeros((2, 1), dtype=np.float32)))
+
+
+def test_a_saturated_normal_tanh_policy_trains_on_samples_near_its_mean() -> None:
+    """A mean of 12 (std e^-2): float32 tanh rounds every action to exactly 1, yet the memory
+    holds u within a few stds of the mean (an action's atanh, clamped short of 1, would sit at
+    7.25: 35 stds away), and a PPO update on that batch stays finite with a small KL."""
+    algo = normal_tanh_ppo(num_envs=4)
+    mean_head = algo.nets.net.heads[0]
+    with torch.no_grad():
+        mean_head.weight.zero_()
+        mean_head.bias.fill_(12.0)
+    env = env_of(algo)
+    env.reset()
+    algo.to_train = lambda: False
+    while not algo.memory.ready():
+        actions = algo.act(env.obs)
+        assert (actions == 1.0).all()
+        algo.update(env.step(actions))
+    stored = torch.as_tensor(algo.memory.data["actions"])
+    assert ((stored - 12.0).abs() < 5 * math.exp(-2.0)).all()
+    assert math.isfinite(algo.train())
+    assert 0 <= algo.stats["approx_kl"] < 0.1
+    assert all(torch.isfinite(p).all() for p in algo.nets.parameters())
+
+
+def test_ppo_sil_with_normal_tanh_imitates_the_pre_tanh_sample() -> None:
+    """Self-imitation's replay holds the same u as PPO's memory, and scores it with log_prob."""
+    algo = normal_tanh_ppo("ppo_sil")
+    env = env_of(algo)
+    env.reset()
     actions = algo.act(env.obs)
-    assert (actions == 1.0).all()
+    u = algo.acted_u
     algo.update(env.step(actions))
-    stored = torch.as_tensor(algo.memory.data["actions"][0])
-    assert ((stored - mean).abs() < 4 * log_std.exp()).all()
-    log_prob = algo.log_prob(mean, log_std, stored)
-    assert (log_prob > D.normal_log_prob(mean, log_std, mean) - 8 - D.tanh_log_det(stored)).all()
+    np.testing.assert_array_equal(algo.sil.memory.stage["actions"][:, 0], u)

@@ -82,7 +82,11 @@ class PolicyGradient(Algorithm):
         return np.tanh(actions)
 
     def update(self, t: Transition) -> None:
-        if self.squash:  # the transition's actions are the env's tanh(u): store u
+        """NormalTanh: the transition's actions are the env's tanh(u); the memories get the u
+        that `act` kept."""
+        if self.squash and not self.eval_mode:
+            if self.acted_u is None:
+                raise RuntimeError("NormalTanh: update(t) without an act() before it")
             t, self.acted_u = t._replace(actions=self.acted_u), None
         super().update(t)
 
