@@ -93,6 +93,22 @@ def test_conv_normalize_leaves_a_float_input_as_it_was(layout: torch.memory_form
     assert torch.equal(seen[0], before / 255.0)
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+def test_conv_takes_uint8_frames_as_stored(normalize: bool) -> None:
+    """The frames come as the memory stores them (uint8): embed makes its own float copy, with
+    exactly what a float input gives."""
+    net = build_net(net_config({**NATURE, "normalize": normalize}), (4, 84, 84), [6])
+    x = frames()
+    assert torch.equal(net.embed(x), net.embed(x.float()))
+
+
+def test_mlp_takes_uint8_observations_as_stored() -> None:
+    """A uint8 observation (ALE's RAM) reaches an MLPNet as stored; it makes it float."""
+    net = build_net(net_config({"type": "MLPNet", "hid_layers": [8]}), (128,), [3])
+    x = torch.randint(0, 256, (5, 128), dtype=torch.uint8)
+    assert torch.equal(net(x)[0], net(x.float())[0])
+
+
 def test_an_optimizer_state_in_another_layout_takes_its_parameters_layout() -> None:
     """Adam's moments from a checkpoint of a ConvNet still in NCHW, loaded into one in
     channels_last: `match_state_layout` gives them the parameters' layout (fused AdamW misreads

@@ -349,6 +349,30 @@ def test_life_loss_terminals_reach_ppos_batch(session_threads: None) -> None:
     env.close()
 
 
+def test_ppo_trains_on_uint8_minibatches_of_its_batch(session_threads: None) -> None:
+    """PPO keeps its batch of frames uint8 and hands the net one minibatch of stored rows at a
+    time (a float32 copy of ppo_atari's 2048 stacked frames would be 231 MB)."""
+    spec = spec_util.load_spec(
+        PPO_SPEC, "ppo_atari", {**SMALL_PPO, "agent.algorithm.minibatch_size": "8"}
+    ).spec
+    clock = Clock(spec.env.max_frame, spec.env.num_envs)
+    env, agent = build(spec, 0, clock)
+    nets = agent.algorithm.nets
+    batches = record_batches(agent.algorithm.memory)
+    seen: list[torch.Tensor] = []  # what the net gets once the batch is handed over
+    pdparam_value = nets.pdparam_value
+    nets.pdparam_value = lambda obs: (batches and seen.append(obs)) or pdparam_value(obs)
+    env.reset()
+    while not batches:
+        agent.update(env.step(agent.act(env.obs)))
+    [batch] = batches
+    stored = batch.obs.flatten(0, 1)
+    assert seen and all(obs.dtype == torch.uint8 and obs.shape[0] == 8 for obs in seen)
+    rows = {bytes(row.numpy()) for row in stored}
+    assert all(bytes(row.numpy()) in rows for obs in seen for row in obs)
+    env.close()
+
+
 def test_an_evaluation_scores_whole_games_unclipped(session_threads: None) -> None:
     """ppo_atari trains on clipped rewards and life-loss terminals; its evaluation plays whole
     games of Asterix (50 points an item) and scores each by every life's points."""

@@ -69,14 +69,14 @@ class ActorCritic(PolicyGradient):
         if any(m.training for m in net_util.mode_layers(self.nets)):
             T, N = values.shape
             with torch.no_grad(), net_util.eval_mode(self.nets):
-                v = self.nets.value(flat(batch.next_obs).float())
+                v = self.nets.value(flat(batch.next_obs))
             return self.denorm_v(v).view(T, N)
         fresh = batch.dones.clone()
         fresh[-1] = True
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
         with torch.no_grad(), net_util.eval_mode(self.nets):
-            v = self.nets.value(batch.next_obs[fresh].float())
+            v = self.nets.value(batch.next_obs[fresh])
         next_values[fresh] = self.denorm_v(v).view(-1)
         return next_values
 
@@ -94,7 +94,7 @@ class ActorCritic(PolicyGradient):
     def train_actor_critic(self) -> float:
         batch = self.memory.sample(self.device)
         T, N = batch.rewards.shape
-        mean, log_std, v_preds = self.nets.pdparam_value(flat(batch.obs).float())
+        mean, log_std, v_preds = self.nets.pdparam_value(flat(batch.obs))
         values = self.denorm_v(v_preds.detach()).view(T, N)
         advs, v_targets = self.calc_advs_v_targets(batch, values)
         advs, v_targets = flat(advs), flat(v_targets)

@@ -64,10 +64,10 @@ class DQN(OffPolicy):
         return target_q.max(-1).values
 
     def train_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
-        obs, actions = batch.obs.float(), batch.actions.long()
+        obs, actions = batch.obs, batch.actions.long()  # obs as stored: the net makes them float
         q_preds = self.q_values(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         with torch.no_grad(), net_util.eval_mode(*self.modules().values()):
-            next_q = self.next_q(batch.next_obs.float())
+            next_q = self.next_q(batch.next_obs)
             q_targets = batch.rewards + self.gamma * (1.0 - batch.terminateds.float()) * next_q
         loss = self.weighted_mean(self.loss_fn(q_preds, q_targets), batch)
         td_errors = q_preds.detach() - q_targets

@@ -12,9 +12,11 @@ class Net(nn.Module):
     """Heads, optional state-independent log-std and output activation, shared by all net types.
 
     A subclass builds its body, then calls `init_heads` with the body's feature width, and
-    implements `embed(x) -> features`. `heads` holds one linear head per entry of `out_dims`;
-    `head_gains` the init gain (std) of each head (e.g. actor_init_std 0.01, critic_init_std 1.0),
-    None for the body's init. `log_std_dim` adds a state-independent log-std parameter.
+    implements `embed(x) -> features`, where x holds the observations as stored (uint8 frames,
+    say): `embed` makes them float32, so a batch of frames is never converted twice. `heads`
+    holds one linear head per entry of `out_dims`; `head_gains` the init gain (std) of each
+    head (e.g. actor_init_std 0.01, critic_init_std 1.0), None for the body's init.
+    `log_std_dim` adds a state-independent log-std parameter.
     """
 
     heads: nn.ModuleList

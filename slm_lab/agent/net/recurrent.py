@@ -51,6 +51,8 @@ class RecurrentNet(Net):
         self.init_heads(net, feat_dim, out_dims, head_gains, log_std_dim)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype is not torch.float32:  # observations as stored (uint8 RAM, say)
+            x = x.float()
         if self.flatten:
             x = x.flatten(2)
         for layer in self.fc:
