@@ -78,12 +78,15 @@ def test_conv_runs_in_channels_last_and_computes_the_same_function() -> None:
 
 
 @pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
-def test_conv_normalize_leaves_a_float_input_as_it_was(layout: torch.memory_format) -> None:
+@pytest.mark.parametrize("channels", [4, 1])
+def test_conv_normalize_leaves_a_float_input_as_it_was(
+    layout: torch.memory_format, channels: int
+) -> None:
     """embed divides its own copy in place: a float input, even one already in channels_last
-    (which `.to` would hand back uncopied), is not written, and the frames it feeds the body are
-    exactly x / 255."""
-    net = build_net(net_config({**NATURE, "normalize": True}), (4, 84, 84), [6])
-    x = frames().float().contiguous(memory_format=layout)
+    (which `.contiguous` would hand back uncopied; with one channel both layouts are the same),
+    is not written, and the frames it feeds the body are exactly x / 255."""
+    net = build_net(net_config({**NATURE, "normalize": True}), (channels, 84, 84), [6])
+    x = frames(shape=(channels, 84, 84)).float().contiguous(memory_format=layout)
     before = x.clone()
     seen = []
     forward = net.body[0].forward
@@ -102,10 +105,17 @@ def test_conv_takes_uint8_frames_as_stored(normalize: bool) -> None:
     assert torch.equal(net.embed(x), net.embed(x.float()))
 
 
-def test_mlp_takes_uint8_observations_as_stored() -> None:
-    """A uint8 observation (ALE's RAM) reaches an MLPNet as stored; it makes it float."""
-    net = build_net(net_config({"type": "MLPNet", "hid_layers": [8]}), (128,), [3])
-    x = torch.randint(0, 256, (5, 128), dtype=torch.uint8)
+@pytest.mark.parametrize(
+    ("net", "in_shape"),
+    [
+        ({"type": "MLPNet", "hid_layers": [8]}, (128,)),
+        ({"type": "RecurrentNet", "rnn_hidden_size": 8, "seq_len": 3}, (3, 128)),
+    ],
+)
+def test_mlp_and_rnn_take_uint8_observations_as_stored(net: dict, in_shape: tuple) -> None:
+    """A uint8 observation (ALE's RAM) reaches the net as stored; it makes it float."""
+    net = build_net(net_config(net), in_shape, [3])
+    x = torch.randint(0, 256, (5, *in_shape), dtype=torch.uint8)
     assert torch.equal(net(x)[0], net(x.float())[0])
 
 

@@ -358,6 +358,7 @@ def test_ppo_trains_on_uint8_minibatches_of_its_batch(session_threads: None) -> 
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
     env, agent = build(spec, 0, clock)
     nets = agent.algorithm.nets
+    assert nets.shared  # the acting forward's log-probs are kept: no no-grad pass over the batch
     batches = record_batches(agent.algorithm.memory)
     seen: list[torch.Tensor] = []  # what the net gets once the batch is handed over
     pdparam_value = nets.pdparam_value
