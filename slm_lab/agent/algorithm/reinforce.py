@@ -19,7 +19,7 @@ class Reinforce(PolicyGradient):
         returns = flat(calc_returns(batch.rewards, batch.dones, self.gamma))
         if self.config.center_return:
             returns = returns - returns.mean()
-        mean, log_std = self.nets.pdparam(flat(batch.obs).float())
+        mean, log_std = self.nets.pdparam(flat(batch.obs))
         log_probs, entropy = self.log_prob_entropy(mean, log_std, flat(batch.actions))
         policy_loss = -(log_probs * returns).mean()
         entropy = entropy.mean()

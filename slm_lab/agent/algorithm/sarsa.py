@@ -36,13 +36,13 @@ class SARSA(Algorithm):
         T, N = batch.rewards.shape
         actions = batch.actions.long()
         q_preds = (
-            self.net(flat(batch.obs).float())[0]
+            self.net(flat(batch.obs))[0]
             .view(T, N, -1)
             .gather(-1, actions.unsqueeze(-1))
             .squeeze(-1)
         )
         with torch.no_grad(), net_util.eval_mode(self.net):
-            next_q_all = self.net(flat(batch.next_obs).float())[0].view(T, N, -1)
+            next_q_all = self.net(flat(batch.next_obs))[0].view(T, N, -1)
             probs = D.discrete_policy_probs(next_q_all, self.action_policy, self.explore_var.val)
             next_q = (probs * next_q_all).sum(-1)  # expectation, used where a_{t+1} is not known
             taken = next_q_all[:-1].gather(-1, actions[1:].unsqueeze(-1)).squeeze(-1)

@@ -14,10 +14,9 @@ class Net(nn.Module):
     A subclass builds its body, then calls `init_heads` with the body's feature width, and
     implements `embed(x) -> features`, where x holds the observations as stored (uint8 frames,
     say): converting them to float32 is the net's job (a caller's `.float()` would be one more
-    full-size copy of the batch). `heads`
-    holds one linear head per entry of `out_dims`; `head_gains` the init gain (std) of each
-    head (e.g. actor_init_std 0.01, critic_init_std 1.0), None for the body's init.
-    `log_std_dim` adds a state-independent log-std parameter.
+    full-size copy of the batch). `heads` holds one linear head per entry of `out_dims`;
+    `head_gains` the init gain (std) of each head (e.g. actor_init_std 0.01, critic_init_std
+    1.0), None for the body's init. `log_std_dim` adds a state-independent log-std parameter.
     """
 
     heads: nn.ModuleList
