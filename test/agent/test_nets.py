@@ -6,6 +6,7 @@ import torch
 from conftest import make_env_agent, make_spec
 
 from slm_lab.agent.agent import Agent
+from slm_lab.agent.algorithm import base
 from slm_lab.agent.net import net_util
 
 
@@ -153,3 +154,21 @@ def test_optimize_skips_a_non_finite_gradient_uncounted_and_the_net_stays_finite
     assert algo.clock.opt_step == opt_step
     assert all(torch.equal(p, b) for p, b in zip(algo.nets.parameters(), before, strict=True))
     assert algo.optimize((first**2).sum()) is True and algo.clock.opt_step == opt_step + 1
+
+
+def test_optimize_gives_up_after_too_many_non_finite_steps_in_a_row() -> None:
+    """A session whose every gradient step is skipped acts with frozen nets: it stops with one
+    line after MAX_SKIPPED_STEPS in a row; a finite step in between starts the count again."""
+    algo = make_env_agent(make_spec("ppo"))[1].algorithm
+    first = next(algo.nets.parameters())
+
+    def nan_loss() -> torch.Tensor:
+        return first.sum() * float("nan")
+
+    for _ in range(base.MAX_SKIPPED_STEPS - 1):
+        assert algo.optimize(nan_loss()) is False
+    assert algo.optimize((first**2).sum()) is True  # the count starts again
+    for _ in range(base.MAX_SKIPPED_STEPS - 1):
+        assert algo.optimize(nan_loss()) is False
+    with pytest.raises(base.TrainingDiverged, match=r"^the last 1000 gradient steps all had"):
+        algo.optimize(nan_loss())

@@ -32,13 +32,15 @@ ENV_SOURCE = textwrap.dedent(
 
 
     class SpaceEnv(gym.Env):
-        \"\"\"Reward 1 for action `target`; episodes of 10 steps; `crash_at` raises in step.\"\"\"
+        \"\"\"Reward 1 for action `target`; episodes of 10 steps; `crash_at` raises in step;
+        `nan_reward` makes every reward NaN.\"\"\"
 
-        def __init__(self, obs_kind="box_1d", action_start=0, crash_at=None):
+        def __init__(self, obs_kind="box_1d", action_start=0, crash_at=None, nan_reward=False):
             self.observation_space = OBS[obs_kind]
             self.action_space = spaces.Discrete(3, start=action_start)
             self.target = action_start + 1
             self.crash_at = crash_at
+            self.nan_reward = nan_reward
             self.t = 0
             self.steps = 0
 
@@ -53,7 +55,7 @@ ENV_SOURCE = textwrap.dedent(
             if self.crash_at is not None and self.steps >= self.crash_at:
                 raise RuntimeError(f"the user's env broke at step {self.steps}")
             self.t += 1
-            reward = float(action == self.target)
+            reward = float("nan") if self.nan_reward else float(action == self.target)
             return self.observation_space.sample(), reward, False, self.t >= 10, {}
 
 
@@ -132,6 +134,28 @@ def test_crashing_session_prints_its_last_line(user_env: str, in_tmp: Path) -> N
     [run_dir] = run_dirs(in_tmp / "data")
     log = (run_dir / "log" / "user_t0_s0.log").read_text()
     assert "Traceback" in log and "RuntimeError: the user's env broke at step 30" in log
+
+
+@pytest.mark.cli
+def test_session_whose_every_step_is_non_finite_stops_with_one_line(
+    user_env: str, in_tmp: Path
+) -> None:
+    """NaN rewards make every loss NaN: every step is skipped, so the nets never change; the
+    session stops after MAX_SKIPPED_STEPS of them (at frame 256 of 2000) instead of acting on to
+    max_frame. In `train`: `dev` stops at the first non-finite reward."""
+    spec = user_spec(user_env, nan_reward=True)
+    spec["env"]["max_frame"] = 2000
+    spec["agent"]["algorithm"]["training_epoch"] = 125  # 2 minibatches each: 250 steps a call
+    path = write_spec_file(in_tmp / "s.json", {"user": spec})
+    result = invoke(["run", str(path), "user", "train", "--log-level", "WARNING"])
+    assert result.exit_code == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: no session of user completed: ")
+    assert (
+        "TrainingDiverged: the last 1000 gradient steps all had a non-finite loss or gradient "
+        "(the last at frame 256, loss nan)" in last
+    )
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 @pytest.mark.cli

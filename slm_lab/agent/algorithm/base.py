@@ -26,6 +26,15 @@ from slm_lab.env.clock import Clock
 from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import warn_rate_limited
 
+# gradient steps in a row skipped as non-finite before a session gives up: its nets have not
+# changed over them, so the rest of the run would act with frozen nets to max_frame. More than
+# one training call of any shipped spec takes (ppo_mujoco: 320), so one bad batch does not end it
+MAX_SKIPPED_STEPS = 1000
+
+
+class TrainingDiverged(RuntimeError):
+    """Every gradient step of the last MAX_SKIPPED_STEPS had a non-finite loss or gradient."""
+
 
 class Algorithm:
     """Base: `act` a vector of observations, `update` with the transitions that followed."""
@@ -54,6 +63,7 @@ class Algorithm:
             env.action_space.n if self.discrete else int(np.prod(env.action_space.shape))
         )
         self.loss = math.nan
+        self.skipped_steps = 0  # gradient steps skipped in a row (non-finite)
         self.stats = dict.fromkeys(self.STATS, math.nan)  # NaN until a training call measures it
         self.optims: list[torch.optim.Optimizer] = []
         self.lr_schedulers: list[torch.optim.lr_scheduler.LRScheduler] = []
@@ -140,13 +150,19 @@ class Algorithm:
     ) -> bool:
         """Take `grad_step` (default: the algorithm's `self.grad_step`) on `loss`, counted as an
         opt_step of the clock when `count`; a non-finite loss or gradient is skipped with a
-        warning."""
+        warning, and TrainingDiverged ends the session when MAX_SKIPPED_STEPS in a row were."""
         if not (grad_step or self.grad_step)(loss):
+            self.skipped_steps += 1
+            if self.skipped_steps >= MAX_SKIPPED_STEPS:
+                raise TrainingDiverged(
+                    f"the last {self.skipped_steps} gradient steps all had a non-finite loss or gradient (the last at frame {self.clock.frame}, loss {loss.item()}), so the nets stopped changing and the session stopped: look for NaN or inf in the env's observations and rewards or lower the learning rate"
+                )
             warn_rate_limited(
                 "nonfinite_loss",
                 f"skipping an update with a non-finite loss or gradient (loss {loss.item()}) at frame {self.clock.frame}",
             )
             return False
+        self.skipped_steps = 0
         if count:
             self.clock.opt_step += 1
         return True
