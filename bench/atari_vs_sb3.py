@@ -100,8 +100,9 @@ DQN_SB3 = {
 }
 
 COMMON_MISMATCHES = [
-    "env stepping: SLM Lab steps ale-py's native AtariVectorEnv (C++ threads, num_threads 0: "
-    "one per core, here 2; frameskip, max-pool, resize and frame stack in C++); SB3 steps 16 "
+    "env stepping: SLM Lab steps ale-py's native AtariVectorEnv (C++ threads: one per core "
+    "free at launch, by the 1-minute load average, at least 1; frameskip, max-pool, resize and "
+    "frame stack in C++); SB3 steps 16 "
     "Python gym envs one after the other in the main thread (DummyVecEnv, make_atari_env's "
     "default) with AtariWrapper and VecFrameStack in Python/OpenCV. This is the difference the "
     "benchmark measures, not one to remove",
@@ -118,10 +119,9 @@ COMMON_MISMATCHES = [
     "default NCHW",
 ]
 PPO_MISMATCHES = [
-    "values: SLM Lab computes V(s) and the old log-probs of the whole batch at the start of "
-    "each training call (one forward pass over 2048 observations, no grad), and V(s') only of "
-    "the last observations and the episodes' final ones (the rest is the next step's V(s)); SB3 "
-    "keeps the values and log-probs from acting and computes one V of the last observations",
+    "values: both keep the log-probs and V(s) their acting forward computed; for V(s') SLM "
+    "Lab runs the net on the last observations and the episodes' final ones (the rest is the "
+    "next step's V(s)), SB3 on the last observations and truncated episodes' final ones",
     "value loss: SLM Lab's clip_vloss takes 1/2 the max of the clipped and unclipped squared "
     "errors (CleanRL); SB3's clip_range_vf takes the squared error of the clipped values only",
     "rollout buffer: both keep uint8 observations; SLM Lab also stores every next observation "
