@@ -26,14 +26,17 @@ from slm_lab.env.clock import Clock
 from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import warn_rate_limited
 
-# gradient steps in a row skipped as non-finite before a session gives up: its nets have not
-# changed over them, so the rest of the run would act with frozen nets to max_frame. More than
-# one training call of any shipped spec takes (ppo_mujoco: 320), so one bad batch does not end it
+# When one optimizer's gradient steps are skipped as non-finite MAX_SKIPPED_STEPS times in a
+# row, over at least MIN_SKIPPED_CALLS whole training calls, the session gives up: that net has
+# not changed since, and the run would act on to max_frame with it frozen. Whole calls, because
+# one bad batch can skip the rest of its call (ppo_mujoco's call is 5120 minibatch steps), and
+# the next call's batch, taken with the nets as they are, may step again.
 MAX_SKIPPED_STEPS = 1000
+MIN_SKIPPED_CALLS = 2
 
 
 class TrainingDiverged(RuntimeError):
-    """Every gradient step of the last MAX_SKIPPED_STEPS had a non-finite loss or gradient."""
+    """An optimizer's gradient steps were all non-finite for too long (see MAX_SKIPPED_STEPS)."""
 
 
 class Algorithm:
@@ -63,7 +66,9 @@ class Algorithm:
             env.action_space.n if self.discrete else int(np.prod(env.action_space.shape))
         )
         self.loss = math.nan
-        self.skipped_steps = 0  # gradient steps skipped in a row (non-finite)
+        self.train_calls = 0
+        # per GradStep skipping now: [steps skipped in a row, the training call the run began in]
+        self.skipping: dict[net_util.GradStep, list[int]] = {}
         self.stats = dict.fromkeys(self.STATS, math.nan)  # NaN until a training call measures it
         self.optims: list[torch.optim.Optimizer] = []
         self.lr_schedulers: list[torch.optim.lr_scheduler.LRScheduler] = []
@@ -129,6 +134,7 @@ class Algorithm:
             return
         self.store(t)
         if self.to_train():
+            self.train_calls += 1
             self.loss = self.train()
             for scheduler in self.lr_schedulers:
                 scheduler.step()
@@ -150,22 +156,30 @@ class Algorithm:
     ) -> bool:
         """Take `grad_step` (default: the algorithm's `self.grad_step`) on `loss`, counted as an
         opt_step of the clock when `count`; a non-finite loss or gradient is skipped with a
-        warning, and TrainingDiverged ends the session when MAX_SKIPPED_STEPS in a row were."""
-        if not (grad_step or self.grad_step)(loss):
-            self.skipped_steps += 1
-            if self.skipped_steps >= MAX_SKIPPED_STEPS:
-                raise TrainingDiverged(
-                    f"the last {self.skipped_steps} gradient steps all had a non-finite loss or gradient (the last at frame {self.clock.frame}, loss {loss.item()}), so the nets stopped changing and the session stopped: look for NaN or inf in the env's observations and rewards or lower the learning rate"
-                )
-            warn_rate_limited(
-                "nonfinite_loss",
-                f"skipping an update with a non-finite loss or gradient (loss {loss.item()}) at frame {self.clock.frame}",
-            )
+        warning (`skipped`)."""
+        grad_step = grad_step or self.grad_step
+        if not grad_step(loss):
+            self.skipped(grad_step, loss.item())
             return False
-        self.skipped_steps = 0
+        if self.skipping:
+            self.skipping.pop(grad_step, None)
         if count:
             self.clock.opt_step += 1
         return True
+
+    def skipped(self, grad_step: net_util.GradStep, loss: float) -> None:
+        """Count a skipped step of `grad_step`; TrainingDiverged when its run of them is too long."""
+        run = self.skipping.setdefault(grad_step, [0, self.train_calls])
+        run[0] += 1
+        steps, calls = run[0], self.train_calls - run[1] - 1  # whole calls since the first
+        if steps >= MAX_SKIPPED_STEPS and calls >= MIN_SKIPPED_CALLS:
+            raise TrainingDiverged(
+                f"{steps} gradient steps in a row, over {calls} whole training calls, had a non-finite loss or gradient (frame {self.clock.frame}, loss {loss}): the net stopped changing; run `dev` to find NaN or inf in the observations or rewards, or lower the learning rate"
+            )
+        warn_rate_limited(
+            "nonfinite_loss",
+            f"skipping an update with a non-finite loss or gradient (loss {loss}) at frame {self.clock.frame}",
+        )
 
     def record(self, loss: torch.Tensor, **stats: torch.Tensor) -> float:
         """Keep a training call's `STATS` for the metrics row and return its loss, read from
