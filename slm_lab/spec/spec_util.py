@@ -593,8 +593,15 @@ def warn_schedules(spec: Spec) -> None:
 
 def env_spaces(env: EnvConfig) -> tuple[Any, Any]:
     """(observation space as the agent sees it, action space) of the env a spec names, from
-    the backend that runs it."""
-    return backend_module(env.name).spaces(env)
+    the backend that runs it; built once per env section in a process (a run's checks ask
+    twice: the nets' fit and the replay's size; building a 1-env ALE takes ~0.2 s)."""
+    key = repr(env)  # every field of the section, its env arguments too
+    if (found := _SPACES.get(key)) is None:
+        found = _SPACES[key] = backend_module(env.name).spaces(env)
+    return found
+
+
+_SPACES: dict[str, tuple[Any, Any]] = {}  # env_spaces' (read only: the checks only read them)
 
 
 def check_env_fit(spec: Spec) -> None:
