@@ -250,49 +250,59 @@ def run(
     io.DATA_DIR = data_dir if data_dir is not None else io.DEFAULT_DATA_DIR
     log_setup.setup(log_level)
     try:
-        spec_file, spec_name, mode = _pick_spec(spec_file, spec_name, mode)
-        base, target = _parse_mode(mode)
-        if target:
-            if set_ or sessions is not None or seed is not None:
+        with spec_util.spaces_built_once():  # the checks below ask for them twice
+            spec_file, spec_name, mode = _pick_spec(spec_file, spec_name, mode)
+            base, target = _parse_mode(mode)
+            if target:
+                if set_ or sessions is not None or seed is not None:
+                    raise SpecError(
+                        f"{mode} continues the spec recorded in the run folder: -s, --sessions and --seed do not apply (--max-frame extends a train@ run)"
+                    )
+                if base != "train" and max_frame is not None:
+                    raise SpecError(
+                        f"{mode} continues the run as recorded: --max-frame does not apply"
+                    )
+                root = _find_run(base, target, spec_file, spec_name)
+                with schema.quiet():  # its warnings were given when the run started
+                    spec, info = record.read(root)
+                _check_continue(base, mode, root, spec, info, spec_file, spec_name)
+            else:
+                shortcuts = {
+                    SHORTCUTS[option]: int(value)
+                    for option, value in (
+                        ("max_frame", max_frame),
+                        ("sessions", sessions),
+                        ("seed", seed),
+                    )
+                    if value is not None
+                }
+                loaded = spec_util.load_spec(
+                    spec_file, spec_name, spec_util.parse_sets(set_ or []), shortcuts
+                )
+                spec = loaded.spec
+                info = record.RunInfo(
+                    mode, spec_file, spec_name, loaded.placeholders, loaded.overrides
+                )
+                if base == "search":
+                    spec_util.check_search_run(spec)
+                root = None
+            if record_video and base != "enjoy":
                 raise SpecError(
-                    f"{mode} continues the spec recorded in the run folder: -s, --sessions and --seed do not apply (--max-frame extends a train@ run)"
+                    f"--record writes a video of a replay: enjoy@<run folder> --record, not {base}"
                 )
-            if base != "train" and max_frame is not None:
-                raise SpecError(f"{mode} continues the run as recorded: --max-frame does not apply")
-            root = _find_run(base, target, spec_file, spec_name)
-            with schema.quiet():  # its warnings were given when the run started
-                spec, info = record.read(root)
-            _check_continue(base, mode, root, spec, info, spec_file, spec_name)
-        else:
-            shortcuts = {
-                SHORTCUTS[option]: int(value)
-                for option, value in (
-                    ("max_frame", max_frame),
-                    ("sessions", sessions),
-                    ("seed", seed),
+            if record_video and render:
+                raise SpecError(
+                    "--record and --render: one or the other (a video is made headless)"
                 )
-                if value is not None
-            }
-            loaded = spec_util.load_spec(
-                spec_file, spec_name, spec_util.parse_sets(set_ or []), shortcuts
-            )
-            spec = loaded.spec
-            info = record.RunInfo(mode, spec_file, spec_name, loaded.placeholders, loaded.overrides)
-            if base == "search":
-                spec_util.check_search_run(spec)
-            root = None
-        if record_video and base != "enjoy":
-            raise SpecError(
-                f"--record writes a video of a replay: enjoy@<run folder> --record, not {base}"
-            )
-        if record_video and render:
-            raise SpecError("--record and --render: one or the other (a video is made headless)")
-        if keep is not None and base != "search":
-            raise SpecError(
-                f"--keep applies to search mode (the trials that keep their model files), not {base}"
-            )
-        if base in ("dev", "train"):  # a training run (new or resumed): its sessions start at once
-            spec_util.check_memory_fit(spec, 1 if info.mode == "dev" else spec.meta.max_session)
+            if keep is not None and base != "search":
+                raise SpecError(
+                    f"--keep applies to search mode (the trials that keep their model files), not {base}"
+                )
+            if base in (
+                "dev",
+                "train",
+            ):  # a training run (new or resumed): its sessions start at once
+                spec_util.check_memory_fit(spec, 1 if info.mode == "dev" else spec.meta.max_session)
     except SpecError as e:
         _fail(str(e))
     if upload_hf:

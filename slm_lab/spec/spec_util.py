@@ -10,6 +10,8 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -591,17 +593,34 @@ def warn_schedules(spec: Spec) -> None:
         logger.warning(line)
 
 
+# env_spaces' spaces by env section (its repr: every field, the env's arguments too) while
+# `spaces_built_once` is on; None: built at every call
+_SPACES: dict[str, tuple[Any, Any]] | None = None
+
+
 def env_spaces(env: EnvConfig) -> tuple[Any, Any]:
     """(observation space as the agent sees it, action space) of the env a spec names, from
-    the backend that runs it; built once per env section in a process (a run's checks ask
-    twice: the nets' fit and the replay's size; building a 1-env ALE takes ~0.2 s)."""
-    key = repr(env)  # every field of the section, its env arguments too
+    the backend that runs it."""
+    if _SPACES is None:
+        return backend_module(env.name).spaces(env)
+    key = repr(env)
     if (found := _SPACES.get(key)) is None:
         found = _SPACES[key] = backend_module(env.name).spaces(env)
     return found
 
 
-_SPACES: dict[str, tuple[Any, Any]] = {}  # env_spaces' (read only: the checks only read them)
+@contextmanager
+def spaces_built_once() -> Iterator[None]:
+    """Inside, env_spaces builds each env section's spaces once: a run's checks ask twice (the
+    nets' fit, the replay's size), and a 1-env ALE takes ~0.2 s to build. Scoped to one run's
+    checks, where the env registries do not change (a long-lived process, a notebook or a test
+    session, may register an id again with other spaces)."""
+    global _SPACES
+    outer, _SPACES = _SPACES, {} if _SPACES is None else _SPACES
+    try:
+        yield
+    finally:
+        _SPACES = outer
 
 
 def check_env_fit(spec: Spec) -> None:

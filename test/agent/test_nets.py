@@ -158,10 +158,9 @@ def test_optimize_skips_a_non_finite_gradient_uncounted_and_the_net_stays_finite
 
 def test_optimize_gives_up_after_too_many_non_finite_steps_in_a_row() -> None:
     """A net whose every gradient step is skipped stays frozen: the session stops with one line
-    once MAX_SKIPPED_STEPS in a row were skipped over MIN_SKIPPED_CALLS whole training calls.
-    Not within one call (a bad batch can skip the rest of its call), and a finite step starts
-    the count again. Each optimizer counts its own (SAC's actor can freeze while its critic
-    steps)."""
+    once MAX_SKIPPED_STEPS in a row were skipped over MIN_SPANNED_CALLS training calls. Not
+    sooner (a bad batch can skip the rest of its call), and a finite step starts the count
+    again. Each optimizer counts its own (SAC's actor can freeze while its critic steps)."""
     algo = make_env_agent(make_spec("ppo"))[1].algorithm
     first = next(algo.nets.parameters())
     other = torch.nn.Parameter(torch.zeros(2))  # a second optimizer that always steps
@@ -177,19 +176,19 @@ def test_optimize_gives_up_after_too_many_non_finite_steps_in_a_row() -> None:
 
     algo.train_calls = 1
     skip(3 * base.MAX_SKIPPED_STEPS)  # in one call, however many: the next batch may step
-    for _ in range(base.MIN_SKIPPED_CALLS):  # and into calls after it, but fewer whole ones
+    for _ in range(base.MIN_SPANNED_CALLS - 2):  # and into the calls after it, one too few
         algo.train_calls += 1
         skip(1)
     assert algo.optimize((first**2).sum()) is True  # the count starts again
     algo.train_calls += 1
     skip(base.MAX_SKIPPED_STEPS)
-    for _ in range(base.MIN_SKIPPED_CALLS):  # whole calls skipped (the last not yet whole)
+    for _ in range(base.MIN_SPANNED_CALLS - 2):
         algo.train_calls += 1
         skip(1)
     algo.train_calls += 1
     with pytest.raises(
         base.TrainingDiverged,
-        match=rf"^{base.MAX_SKIPPED_STEPS + base.MIN_SKIPPED_CALLS + 1} gradient steps in a row, "
-        rf"over {base.MIN_SKIPPED_CALLS} whole training calls, had a non-finite loss",
+        match=rf"^{base.MAX_SKIPPED_STEPS + base.MIN_SPANNED_CALLS - 1} gradient steps in a row, "
+        rf"over {base.MIN_SPANNED_CALLS} training calls, had a non-finite loss",
     ):
         algo.optimize(nan_loss())

@@ -141,8 +141,8 @@ def test_session_whose_every_step_is_non_finite_stops_with_one_line(
     user_env: str, in_tmp: Path
 ) -> None:
     """NaN rewards make every loss NaN: every step is skipped, so the nets never change; the
-    session stops after MAX_SKIPPED_STEPS of them over MIN_SKIPPED_CALLS whole training calls
-    (at frame 256 of 2000: calls of 64 frames, 250 steps each) instead of acting on to
+    session stops after MAX_SKIPPED_STEPS of them over MIN_SPANNED_CALLS training calls (at
+    frame 256 of 2000: calls of 64 frames, 250 steps each) instead of acting on to
     max_frame. In `train`: `dev` stops at the first non-finite reward."""
     spec = user_spec(user_env, nan_reward=True)
     spec["env"]["max_frame"] = 2000
@@ -153,7 +153,7 @@ def test_session_whose_every_step_is_non_finite_stops_with_one_line(
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: no session of user completed: ")
     assert (
-        "TrainingDiverged: 1000 gradient steps in a row, over 2 whole training calls, had a "
+        "TrainingDiverged: 1000 gradient steps in a row, over 4 training calls, had a "
         "non-finite loss or gradient (frame 256, loss nan)" in last
     )
     assert "Traceback" not in result.stdout + result.stderr

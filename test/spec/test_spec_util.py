@@ -278,19 +278,22 @@ def test_v5_argmax_pdtype_is_accepted_for_discrete_only() -> None:
         spec_util.validate(spec)
 
 
-def test_env_spaces_are_built_once_per_env_section(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run's checks ask for the env's spaces twice (the nets' fit, the replay's size): the
-    backend builds them once per env section; a different section builds its own."""
-    from slm_lab.env.registry import backend_module
-
-    module, built = backend_module("CartPole-v1"), []
+def test_env_spaces_are_built_once_per_env_section_in_a_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's checks ask for the env's spaces twice (the nets' fit, the replay's size): inside
+    `spaces_built_once` (the CLI's run) the backend builds them once per env section; outside
+    it (a long-lived process, whose registries may change) at every call."""
+    module, built = spec_util.backend_module("CartPole-v1"), []
     real = module.spaces
     monkeypatch.setattr(module, "spaces", lambda env: built.append(env) or real(env))
-    monkeypatch.setattr(spec_util, "_SPACES", {})
     spec = schema.load(make_spec("ppo"), "test")
-    spec_util.check_typed(spec, schedules=False)
-    spec_util.memory_layout(spec)
-    assert built == [spec.env]
     other = spec.with_values({"env.num_envs": 4})
-    assert spec_util.env_spaces(other.env) is not spec_util.env_spaces(spec.env)
-    assert built == [spec.env, other.env]
+    with spec_util.spaces_built_once():
+        spec_util.check_typed(spec, schedules=False)
+        spec_util.memory_layout(spec)
+        assert built == [spec.env]
+        assert spec_util.env_spaces(other.env) is not spec_util.env_spaces(spec.env)
+        assert built == [spec.env, other.env]
+    spec_util.env_spaces(spec.env)
+    assert built == [spec.env, other.env, spec.env]

@@ -27,12 +27,13 @@ from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import warn_rate_limited
 
 # When one optimizer's gradient steps are skipped as non-finite MAX_SKIPPED_STEPS times in a
-# row, over at least MIN_SKIPPED_CALLS whole training calls, the session gives up: that net has
-# not changed since, and the run would act on to max_frame with it frozen. Whole calls, because
-# one bad batch can skip the rest of its call (ppo_mujoco's call is 5120 minibatch steps), and
-# the next call's batch, taken with the nets as they are, may step again.
+# row, and the run of them spans MIN_SPANNED_CALLS training calls (so at least two whole calls
+# between its first and its last), the session gives up: that net has not changed since, and
+# the run would act on to max_frame with it frozen. Whole calls, because one bad batch can skip
+# the rest of its call (ppo_mujoco's call is 5120 minibatch steps), and the next call's batch,
+# taken with the nets as they are, may step again.
 MAX_SKIPPED_STEPS = 1000
-MIN_SKIPPED_CALLS = 2
+MIN_SPANNED_CALLS = 4
 
 
 class TrainingDiverged(RuntimeError):
@@ -171,10 +172,10 @@ class Algorithm:
         """Count a skipped step of `grad_step`; TrainingDiverged when its run of them is too long."""
         run = self.skipping.setdefault(grad_step, [0, self.train_calls])
         run[0] += 1
-        steps, calls = run[0], self.train_calls - run[1] - 1  # whole calls since the first
-        if steps >= MAX_SKIPPED_STEPS and calls >= MIN_SKIPPED_CALLS:
+        steps, calls = run[0], self.train_calls - run[1] + 1
+        if steps >= MAX_SKIPPED_STEPS and calls >= MIN_SPANNED_CALLS:
             raise TrainingDiverged(
-                f"{steps} gradient steps in a row, over {calls} whole training calls, had a non-finite loss or gradient (frame {self.clock.frame}, loss {loss}): the net stopped changing; run `dev` to find NaN or inf in the observations or rewards, or lower the learning rate"
+                f"{steps} gradient steps in a row, over {calls} training calls, had a non-finite loss or gradient (frame {self.clock.frame}, loss {loss}): the net stopped changing; run `dev` to find NaN or inf in the observations or rewards, or lower the learning rate"
             )
         warn_rate_limited(
             "nonfinite_loss",
