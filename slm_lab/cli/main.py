@@ -298,10 +298,8 @@ def run(
                 raise SpecError(
                     f"--keep applies to search mode (the trials that keep their model files), not {base}"
                 )
-            if base in (
-                "dev",
-                "train",
-            ):  # a training run (new or resumed): its sessions start at once
+            # a training run (new or resumed): its sessions start at once
+            if base in ("dev", "train"):
                 spec_util.check_memory_fit(spec, 1 if info.mode == "dev" else spec.meta.max_session)
     except SpecError as e:
         _fail(str(e))
