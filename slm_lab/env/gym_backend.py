@@ -48,11 +48,6 @@ def _import_env_module(name: str) -> str:
 
 def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """(observation space as the agent sees it, action space) of the env a spec names."""
-    if config.life_loss_info:
-        raise SpecError(
-            f"env.life_loss_info: {config.name} is not an Atari game (ALE/<Game>-v5); only "
-            "Atari envs have lives"
-        )
     env_id = _import_env_module(config.name)
     try:
         gym.spec(env_id)
@@ -63,6 +58,11 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
         raise SpecError(
             f"env.name: {config.name!r} is not a Gymnasium env id{did_you_mean(config.name, known)}"
         ) from None
+    if config.life_loss_info:  # after the id: a mistyped id is the mistake to name first
+        raise SpecError(
+            f"env.life_loss_info: {config.name} is not an Atari game (ALE/<Game>-v5); only "
+            "Atari envs have lives"
+        )
     try:
         e = gym.make(config.name, **config.kwargs)
     except TypeError as err:

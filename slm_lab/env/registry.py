@@ -160,6 +160,13 @@ FAMILIES: list[Family] = [
         "a legacy Atari id; SLM Lab runs ALE v5: use ALE/{game}-v5 (frameskip 4 and sticky "
         "actions 0.25 by default; env.frameskip and env.repeat_action_probability set them)",
     ),
+    # a v5 game without its namespace (Gymnasium registers none of them as such)
+    Family(
+        "Atari without its namespace",
+        rf"(?P<game>{'|'.join(ATARI_GAMES)})-v5",
+        None,
+        "an Atari game's v5 id is namespaced: use ALE/{game}-v5",
+    ),
     Family("MuJoCo Playground", r"playground/.+", None, f"MuJoCo Playground {NOT_YET}"),
     Family("Gymnasium", r".*", "slm_lab.env.gym_backend"),  # the last: it takes every id
 ]

@@ -252,6 +252,16 @@ BAD_ATARI: dict[str, tuple[tuple[str, str], list[str], str]] = {  # spec, -s set
         "(frameskip 4 and sticky actions 0.25 by default; env.frameskip and "
         "env.repeat_action_probability set them)",
     ),
+    "game_without_namespace": (  # named before life_loss_info, which ppo_atari sets
+        PPO_ATARI,
+        ["env=Pong-v5"],
+        "env.name: Pong-v5: an Atari game's v5 id is namespaced: use ALE/Pong-v5",
+    ),
+    "mistyped_id_with_life_loss_info": (
+        PPO_ATARI,
+        ["env=CartPol-v1"],
+        "env.name: 'CartPol-v1' is not a Gymnasium env id; did you mean CartPole-v1?",
+    ),
     "unknown_ale_option": (
         PPO_ATARI,
         [PONG, "env.frame_skip=4"],

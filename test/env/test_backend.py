@@ -80,6 +80,9 @@ def corridor_spec(algo: str, max_frame: int) -> dict:
         ("PongNoFrameskip-v4", "legacy Atari"),
         ("VideoPinball-v0", "legacy Atari"),
         ("BreakoutDeterministic-v4", "legacy Atari"),
+        ("Pong-v5", "Atari without its namespace"),
+        ("MontezumaRevenge-v5", "Atari without its namespace"),
+        ("Pong-v1", "Gymnasium"),  # no such id either way: Gymnasium says it is not registered
         ("playground/CartpoleBalance", "MuJoCo Playground"),
     ],
 )
