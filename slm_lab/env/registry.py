@@ -132,6 +132,9 @@ ATARI_GAMES = (
     "Zaxxon",
 )
 
+# the same games as ALE v5 spells them (its ids are ALE/<Game>-v5)
+ATARI_V5_GAMES = tuple("TicTacToe3D" if g == "TicTacToe3d" else g for g in ATARI_GAMES)
+
 
 @dataclass(frozen=True)
 class Family:
@@ -163,7 +166,7 @@ FAMILIES: list[Family] = [
     # a v5 game without its namespace (Gymnasium registers none of them as such)
     Family(
         "Atari without its namespace",
-        rf"(?P<game>{'|'.join(ATARI_GAMES)})-v5",
+        rf"(?P<game>{'|'.join(ATARI_V5_GAMES)})-v5",
         None,
         "an Atari game's v5 id is namespaced: use ALE/{game}-v5",
     ),

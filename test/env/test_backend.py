@@ -90,6 +90,22 @@ def test_the_registry_picks_a_family_by_env_id(env_id: str, family: str) -> None
     assert registry.family_of(env_id).name == family
 
 
+def test_every_gymnasium_id_runs_and_every_v5_game_without_its_namespace_is_named() -> None:
+    import ale_py
+
+    gym.register_envs(ale_py)
+    ours = [k for k, v in gym.registry.items() if "ale_py" not in str(v.entry_point)]
+    assert [k for k in ours if registry.family_of(k).module is None] == []
+    games = [k[len("ALE/") :] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5")]
+    assert len(games) > 100
+    for game in games:
+        if game == "Blackjack-v5":  # Gymnasium's toy text has Blackjack-v1: a typo of that
+            assert registry.family_of(game).name == "Gymnasium"
+            continue
+        with pytest.raises(SpecError, match=rf"^env.name: {game}: .*: use ALE/{game}$"):
+            registry.backend_module(game)
+
+
 def test_a_family_not_available_gives_its_reason() -> None:
     with pytest.raises(
         SpecError,
