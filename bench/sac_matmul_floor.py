@@ -57,12 +57,16 @@ def main(
     def q_forward() -> None:
         torch.addmm(bias, torch.addmm(bias, x_q, w1_q.t()), w2.t()) @ w3_q.t()
 
-    def q_backward_weights() -> None:  # input and weight gradients of every layer
+    def q_backward_weights() -> torch.Tensor:  # every weight's gradient (the critics' own step)
         g2 = g_q @ w3_q
         g_q.t() @ h
         g1 = g2 @ w2
         g2.t() @ h
         g1.t() @ x_q
+        return g1
+
+    def q_backward_all() -> None:  # the weights' and the action's gradients (SB3's actor loss)
+        q_backward_weights() @ w1_q
 
     def q_backward_inputs() -> None:  # the gradient reaches the action through frozen weights
         (g_q @ w3_q @ w2) @ w1_q
@@ -81,18 +85,19 @@ def main(
             ("critic forward", q_forward),
             ("critic backward, weights", q_backward_weights),
             ("critic backward, inputs only", q_backward_inputs),
+            ("critic backward, both", q_backward_all),
             ("actor backward", actor_backward),
         ]
     }
     for name, ms in part.items():
-        print(f"{name:30s} {ms:6.3f} ms")
+        typer.echo(f"{name:30s} {ms:6.3f} ms")
     # actor forwards: on the next and the current observations; critic forwards: 2 critics x
     # (target on next, online on current, online on the actor's actions)
     shared = 2 * part["actor forward"] + 6 * part["critic forward"] + part["actor backward"]
     critic_step = 2 * part["critic backward, weights"]
     frozen = shared + critic_step + 2 * part["critic backward, inputs only"]
-    unfrozen = shared + critic_step + 2 * part["critic backward, weights"]
-    print(
+    unfrozen = shared + critic_step + 2 * part["critic backward, both"]
+    typer.echo(
         f"floor of one gradient step: {frozen:.3f} ms with the critics frozen for the actor's "
         f"loss | {unfrozen:.3f} ms with their weight gradients made there too"
     )

@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # the registry itself loads no simulator
     from slm_lab.env.backend import BackendModule
 
 NOT_YET = "is not available yet in this release"
-# the games ALE v5 has (ale-py's ROM ids in CamelCase): a legacy id of one of them, e.g.
-# VideoPinball-v0, is an Atari id, while another unknown <Name>-v0 is just not registered.
+# the games ALE v5 registers, as its ids spell them (ALE/<Game>-v5): a legacy id of one of them,
+# e.g. VideoPinball-v0, is an Atari id, while another unknown <Name>-v0 is just not registered.
 # Blackjack is left out: Gymnasium's toy text has it, so Blackjack-v0 is a typo of Blackjack-v1.
 ATARI_GAMES = (
     "Adventure",
@@ -45,7 +45,6 @@ ATARI_GAMES = (
     "Casino",
     "Centipede",
     "ChopperCommand",
-    "Combat",
     "CrazyClimber",
     "Crossbow",
     "Darkchambers",
@@ -73,7 +72,6 @@ ATARI_GAMES = (
     "IceHockey",
     "Jamesbond",
     "JourneyEscape",
-    "Joust",
     "Kaboom",
     "Kangaroo",
     "KeystoneKapers",
@@ -85,7 +83,6 @@ ATARI_GAMES = (
     "LaserGates",
     "LostLuggage",
     "MarioBros",
-    "MazeCraze",
     "MiniatureGolf",
     "MontezumaRevenge",
     "MrDo",
@@ -114,7 +111,7 @@ ATARI_GAMES = (
     "Surround",
     "Tennis",
     "Tetris",
-    "TicTacToe3d",
+    "TicTacToe3D",
     "TimePilot",
     "Trondead",
     "Turmoil",
@@ -125,15 +122,11 @@ ATARI_GAMES = (
     "VideoChess",
     "VideoCube",
     "VideoPinball",
-    "Warlords",
     "WizardOfWor",
     "WordZapper",
     "YarsRevenge",
     "Zaxxon",
 )
-
-# the same games as ALE v5 spells them (its ids are ALE/<Game>-v5)
-ATARI_V5_GAMES = tuple("TicTacToe3D" if g == "TicTacToe3d" else g for g in ATARI_GAMES)
 
 
 @dataclass(frozen=True)
@@ -166,7 +159,7 @@ FAMILIES: list[Family] = [
     # a v5 game without its namespace (Gymnasium registers none of them as such)
     Family(
         "Atari without its namespace",
-        rf"(?P<game>{'|'.join(ATARI_V5_GAMES)})-v5",
+        rf"(?P<game>{'|'.join(ATARI_GAMES)})-v5",
         None,
         "an Atari game's v5 id is namespaced: use ALE/{game}-v5",
     ),
