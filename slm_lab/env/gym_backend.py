@@ -6,8 +6,10 @@ env returns is real (none of NEXT_STEP's fake reset transitions), and `step` han
 real next observation of each env, which a truncated episode bootstraps from.
 """
 
+import functools
 import importlib
 import re
+import sys
 import warnings
 from collections import deque
 from functools import partial
@@ -27,6 +29,7 @@ from slm_lab.env.spaces import agent_observation_space, is_bounded, wrap_spaces
 from slm_lab.env.transition import Transition
 from slm_lab.env.wrappers import ActionRepeat, ObsNormalizer
 from slm_lab.lib.config import SpecError, did_you_mean
+from slm_lab.lib.logger import logger
 
 EPISODE_STATS_WINDOW = 100  # total_reward is the mean return of up to this many recent episodes
 
@@ -44,6 +47,38 @@ def _import_env_module(name: str) -> str:
             f"env.name: {name!r}: importing {module!r} failed ({type(e).__name__}: {reason}); is it on PYTHONPATH?"
         ) from None
     return env_id
+
+
+def _uses_mujoco(env_id: str) -> bool:
+    """Gymnasium's MuJoCo envs, and any env once something has imported mujoco."""
+    entry_point = gym.spec(env_id).entry_point
+    return "mujoco" in sys.modules or str(entry_point).startswith("gymnasium.envs.mujoco")
+
+
+_mujoco_warned: set[str] = set()  # the MuJoCo warning texts this process has logged
+
+
+def _mujoco_warning(text: str) -> None:
+    if text not in _mujoco_warned:
+        _mujoco_warned.add(text)
+        logger.warning(f"MuJoCo: {text}")
+
+
+@functools.cache
+def _route_mujoco_warnings() -> None:
+    """MuJoCo's warnings (a deprecated model attribute, an unstable simulation) go to this
+    process's log, each text once, instead of MuJoCo's default: a line on stdout and a
+    MUJOCO_LOG.TXT in the working directory at every occurrence."""
+    import mujoco
+
+    mujoco.set_mju_user_warning(_mujoco_warning)
+
+
+def _make(env_id: str, **kwargs: Any) -> gym.Env:
+    """gym.make, with MuJoCo's warnings routed to the log first where the env may load MuJoCo."""
+    if _uses_mujoco(env_id):
+        _route_mujoco_warnings()
+    return gym.make(env_id, **kwargs)
 
 
 def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
@@ -64,7 +99,7 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
             "Atari envs have lives"
         )
     try:
-        e = gym.make(config.name, **config.kwargs)
+        e = _make(config.name, **config.kwargs)
     except TypeError as err:
         bad = re.search(r"unexpected keyword argument '(\w+)'", str(err))
         key = bad.group(1) if bad else next(iter(config.kwargs), "?")
@@ -98,7 +133,7 @@ def _make_one(
     them all (its frames: `GymVecEnv.frames`)."""
     if render_mode is not None:  # only when asked: not every env takes a render_mode argument
         kwargs = {**kwargs, "render_mode": render_mode}
-    env = gym.make(name, max_episode_steps=max_t, **kwargs)
+    env = _make(name, max_episode_steps=max_t, **kwargs)
     if render_mode == render.RENDER_MODE:
         render.headless()
     if action_repeat > 1:

@@ -4,6 +4,7 @@ autoreset, and the refusal of a vector env in the other (NextStep) mode."""
 
 import importlib.metadata
 import tomllib
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -13,6 +14,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from slm_lab import ROOT_DIR
+from slm_lab.env import gym_backend
 from slm_lab.env.clock import Clock
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.gym_backend import GymVecEnv
@@ -324,3 +326,22 @@ def test_a_next_step_vector_env_is_refused_when_built() -> None:
     assert message.startswith("env: CartPole-v1 is a vector env in NextStep autoreset mode; ")
     assert message.endswith("build it with autoreset_mode=SAME_STEP")
     assert "SameStep mode only" in message and "\n" not in message
+
+
+@pytest.mark.mujoco
+def test_mujoco_warnings_are_logged_once_and_write_no_file(
+    in_tmp: Path,
+    log_messages: list[str],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gym_backend, "_mujoco_warned", set())  # as a fresh process has it
+    for _ in range(2):  # HalfCheetah-v5's model has an attribute MuJoCo warns about
+        make_env("HalfCheetah-v5", num_envs=2).close()
+    assert [m for m in log_messages if m.startswith("MuJoCo: ")] == [
+        "MuJoCo: compiler attribute 'settotalmass' is deprecated and will be removed in a "
+        "future release: scale the masses and densities in the model, or call mj_setTotalmass "
+        "and mj_setConst on the compiled model"
+    ]
+    assert "settotalmass" not in capfd.readouterr().out  # MuJoCo's own printf
+    assert not (in_tmp / "MUJOCO_LOG.TXT").exists()
