@@ -6,13 +6,12 @@ env returns is real (none of NEXT_STEP's fake reset transitions), and `step` han
 real next observation of each env, which a truncated episode bootstraps from.
 """
 
-import functools
 import importlib
 import re
 import sys
 import warnings
 from collections import deque
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import gymnasium as gym
@@ -64,7 +63,7 @@ def _mujoco_warning(text: str) -> None:
         logger.warning(f"MuJoCo: {text}")
 
 
-@functools.cache
+@cache
 def _route_mujoco_warnings() -> None:
     """MuJoCo's warnings (a deprecated model attribute, an unstable simulation) go to this
     process's log, each text once, instead of MuJoCo's default: a line on stdout and a
