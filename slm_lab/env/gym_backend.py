@@ -48,9 +48,10 @@ def _import_env_module(name: str) -> str:
     return env_id
 
 
-def _uses_mujoco(env_id: str) -> bool:
-    """Gymnasium's MuJoCo envs, and any env once something has imported mujoco."""
-    entry_point = gym.spec(env_id).entry_point
+def _uses_mujoco(name: str) -> bool:
+    """Gymnasium's MuJoCo envs, and any env once something has imported mujoco (a user's
+    `module:EnvId` included: its module is imported first)."""
+    entry_point = gym.spec(_import_env_module(name)).entry_point
     return "mujoco" in sys.modules or str(entry_point).startswith("gymnasium.envs.mujoco")
 
 
@@ -73,11 +74,11 @@ def _route_mujoco_warnings() -> None:
     mujoco.set_mju_user_warning(_mujoco_warning)
 
 
-def _make(env_id: str, **kwargs: Any) -> gym.Env:
+def _make(name: str, **kwargs: Any) -> gym.Env:
     """gym.make, with MuJoCo's warnings routed to the log first where the env may load MuJoCo."""
-    if _uses_mujoco(env_id):
+    if _uses_mujoco(name):
         _route_mujoco_warnings()
-    return gym.make(env_id, **kwargs)
+    return gym.make(name, **kwargs)
 
 
 def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
