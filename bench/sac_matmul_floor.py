@@ -27,8 +27,8 @@ WARMUP = 30
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 
-def ms_per_call(fn: Callable[[], object], reps: int) -> float:
-    for _ in range(WARMUP):
+def ms_per_call(fn: Callable[[], object], reps: int, warmup: int = WARMUP) -> float:
+    for _ in range(warmup):
         fn()
     start = time.perf_counter()
     for _ in range(reps):
