@@ -45,7 +45,7 @@ import torch
 
 from slm_lab.agent.memory.base import Batch, Layout, Transition
 from slm_lab.agent.memory.config import PrioritizedReplayConfig, ReplayConfig
-from slm_lab.agent.memory.frame_stacks import FrameStacks
+from slm_lab.agent.memory.frame_stacks import FrameStacks, take_or_copy
 from slm_lab.agent.memory.layout import INITIAL_FINAL_SLOTS
 from slm_lab.agent.memory.ring import Ring
 from slm_lab.agent.memory.sum_tree import SumTree
@@ -206,6 +206,8 @@ class Replay:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a checkpoint's state. A full replay takes the state's arrays over (see
+        `take_or_copy`): the state is consumed, not to be loaded again."""
         saved = (state["capacity_steps"], state["num_envs"])
         if saved != (self.capacity_steps, self.num_envs):
             raise ValueError(
@@ -215,7 +217,7 @@ class Replay:
         n = self.num_rows = state["num_rows"]
         self.head = state["head"]
         for k, v in state["data"].items():
-            self.data[k][:n] = v.numpy()
+            self.data[k] = take_or_copy(v, self.data[k])
         self.final_idx[:] = -1
         self.final_idx[:n] = state["final_idx"].numpy()
         self.finals.load_state_dict(
