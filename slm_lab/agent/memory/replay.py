@@ -207,7 +207,8 @@ class Replay:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a checkpoint's state. A full replay takes the state's arrays over (see
-        `take_or_copy`): the state is consumed, not to be loaded again."""
+        `take_or_copy`): the state is consumed, not to be loaded again, and one taken straight
+        from another replay's `state_dict()` (views of its arrays) would share them."""
         saved = (state["capacity_steps"], state["num_envs"])
         if saved != (self.capacity_steps, self.num_envs):
             raise ValueError(
