@@ -744,6 +744,16 @@ def pull(
         typer.echo(f"pulled {name} -> {data_dir / name}")
 
 
+def legend_labels(legends: list[str] | None, folders: int) -> list[str] | None:
+    """The labels of `-l`: one `-l` for several folders is split on commas; a repeated `-l`, or
+    the one `-l` of one folder, is a label each, as given."""
+    if legends is None:
+        return None
+    if len(legends) == 1 and folders > 1:
+        return [label.strip() for label in legends[0].split(",")]
+    return [label.strip() for label in legends]
+
+
 @app.command("plot")
 def plot_runs(
     folders: Annotated[
@@ -761,11 +771,11 @@ def plot_runs(
         ),
     ] = None,
     legends: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--legends",
             "-l",
-            help="legend labels, comma-separated, one per folder (default: the spec names)",
+            help="legend labels, one per folder: comma-separated, or -l repeated (each one label as given, commas kept) (default: the spec names)",
         ),
     ] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="where the PNG goes")] = Path(
@@ -789,7 +799,7 @@ def plot_runs(
     from slm_lab.experiment.analysis import counted
 
     names = [f.strip() for f in folders.split(",") if f.strip()]
-    labels = [label.strip() for label in legends.split(",")] if legends is not None else None
+    labels = legend_labels(legends, len(names))
     try:
         if not names:
             raise plot.PlotError("--folders: no folder given (e.g. -f data/run_a,data/run_b)")

@@ -221,6 +221,21 @@ def test_plot_draws_ours_beside_v5s_in_one_png_with_the_algorithms_colours(
     assert {ALGORITHM_COLORS["PPO"], ALGORITHM_COLORS["DQN"]} <= colours_of(out / "again.png")
 
 
+def test_a_repeated_legend_keeps_its_commas(tmp_path: Path) -> None:
+    a = write_ours(tmp_path / "a", "ppo_a", "PPO", OURS)
+    b = write_ours(tmp_path / "b", "dqn_a", "DQN", OURS)
+    out = ["-o", str(tmp_path / "plots")]
+    cases = [
+        (["-f", f"{a},{b}", "-l", "lr 1e-3, 64x64", "-l", "v5"], ["lr 1e-3, 64x64", "v5"]),
+        (["-f", str(a), "-l", "gamma 0.99, lam 0.95"], ["gamma 0.99, lam 0.95"]),
+        (["-f", f"{a},{b}", "-l", "ours, v5"], ["ours", "v5"]),  # one -l, two folders: split
+    ]
+    for args, labels in cases:
+        result = invoke(["plot", "-t", "t"] + args + out)
+        assert result.exit_code == 0, result.stderr
+        assert [line.split(" (")[0] for line in result.stdout.splitlines()[:-1]] == labels
+
+
 def test_plot_of_total_reward_reads_that_column_and_v5s_returns_themselves(
     tmp_path: Path,
 ) -> None:
