@@ -19,6 +19,7 @@ MUJOCO_FILES = ["ppo/ppo_mujoco.json", "sac/sac_mujoco.json", "crossq/crossq_muj
 TEMPLATE_ENVS = {  # the env each ${env} template runs on here
     "ppo_mujoco": "HumanoidStandup-v5",
     "ppo_mujoco_longhorizon": "Reacher-v5",
+    "ppo_mujoco_tianshou": "Walker2d-v5",
     "sac_mujoco": "Hopper-v5",
     "crossq_mujoco": "Walker2d-v5",
 }
