@@ -745,8 +745,8 @@ def pull(
 
 
 def legend_labels(legends: list[str] | None, folders: int) -> list[str] | None:
-    """The labels of `-l`: one `-l` for several folders is split on commas; a repeated `-l`, or
-    the one `-l` of one folder, is a label each, as given."""
+    """The labels of `-l`, stripped of surrounding spaces: one `-l` for several folders is split
+    on commas; a repeated `-l`, or the one `-l` of one folder, is a label each, commas kept."""
     if legends is None:
         return None
     if len(legends) == 1 and folders > 1:
@@ -775,7 +775,7 @@ def plot_runs(
         typer.Option(
             "--legends",
             "-l",
-            help="legend labels, one per folder: comma-separated, or -l repeated (each one label as given, commas kept) (default: the spec names)",
+            help="legend labels, one per folder: comma-separated, or -l once per folder (each one label, commas kept); one folder's one -l is one label (default: the spec names)",
         ),
     ] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="where the PNG goes")] = Path(

@@ -288,6 +288,10 @@ def bad_plot_input(tmp: Path, case: str) -> tuple[list[str], str]:
             return ["-f", f"{run},{run}", "-l", "a"], (
                 "--legends: 1 label for 2 folders; give one per folder"
             )
+        case "legends repeated":
+            return ["-f", f"{run},{run}", "-l", "a, b", "-l", "c", "-l", "d"], (
+                "--legends: 3 labels for 2 folders; give one per folder"
+            )
         case "title":
             return [
                 "-f",
@@ -323,6 +327,7 @@ def bad_plot_input(tmp: Path, case: str) -> tuple[list[str], str]:
         "missing by name",
         "not a run",
         "legends",
+        "legends repeated",
         "title",
         "no curves",
         "v5 without frames",
