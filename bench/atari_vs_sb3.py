@@ -36,6 +36,7 @@ torch`, and torch's first optimizer importing torch._dynamo, in both libraries);
 weigh it less. A run this short measures speed only; returns in Pong stay at -21 after a few thousand frames.
 
 usage: uv run --group bench python bench/atari_vs_sb3.py ppo [--pairs 2] [--frames 4096]
+       [--precision float32|bf16-mixed]
        uv run --group bench python bench/atari_vs_sb3.py dqn [--pairs 2] [--frames 2048]
        [--learning-starts 512]
 """
@@ -159,11 +160,16 @@ class Work:
 
 
 # -- the SLM Lab side --------------------------------------------------------------------------
-def slm_lab_spec(work: Work, frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
-    """The benchmark spec as one session on ALE/Pong-v5 for `frames`, with its name."""
+def slm_lab_spec(
+    work: Work, frames: int, seed: int, learning_starts: int, precision: str | None
+) -> dict[str, Any]:
+    """The benchmark spec as one session on ALE/Pong-v5 for `frames`, with its name; its
+    net's `precision` set when given."""
     spec = copy.deepcopy(json.loads(work.spec_file.read_text())[work.spec_name])
     spec["env"] |= {"name": ENV_ID, "max_frame": frames}
     spec["meta"] |= {"max_session": 1, "random_seed": seed}
+    if precision is not None:
+        spec["agent"]["net"]["precision"] = precision
     algorithm = spec["agent"]["algorithm"]
     if algorithm["name"] == "DQN":
         algorithm["training_start_step"] = learning_starts
@@ -171,8 +177,10 @@ def slm_lab_spec(work: Work, frames: int, seed: int, learning_starts: int) -> di
     return {"name": work.spec_name, **spec}
 
 
-def run_slm_lab(work: Work, frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
-    spec = slm_lab_spec(work, frames, seed, learning_starts)
+def run_slm_lab(
+    work: Work, frames: int, seed: int, learning_starts: int, precision: str | None
+) -> dict[str, Any]:
+    spec = slm_lab_spec(work, frames, seed, learning_starts, precision)
     with tempfile.TemporaryDirectory(prefix="atari_vs_sb3_slm_lab_") as tmp:
         folder = Path(tmp)
         spec_path, name = write_named_spec(spec, folder)
@@ -387,17 +395,26 @@ def print_summary(title: str, s: dict[str, Any]) -> None:
         typer.echo(f"  {label:<22} {s[f'{key}_ratio_slm_lab_over_sb3']:.2f} ({per_pair})")
 
 
-def compare(algo: str, pairs: int, frames: int | None, seed: int, learning_starts: int) -> None:
+def compare(
+    algo: str,
+    pairs: int,
+    frames: int | None,
+    seed: int,
+    learning_starts: int,
+    precision: str | None = None,
+) -> None:
     work = WORKS[algo]
     frames = frames or work.frames
     title = f"{work.title} {ENV_ID} x{NUM_ENVS}, {frames} frames, {pairs} pairs"
+    if precision is not None:
+        title += f", SLM Lab's precision {precision}"
     typer.echo(f"{title}, 1 torch thread per run, load average {os.getloadavg()[0]:.1f}")
     runs = []
     for i in range(pairs):
         for position, lib in enumerate(LIBS if i % 2 == 0 else LIBS[::-1]):
             pair_seed = seed + i
             if lib == "slm_lab":
-                r = run_slm_lab(work, frames, pair_seed, learning_starts)
+                r = run_slm_lab(work, frames, pair_seed, learning_starts, precision)
             else:
                 r = run_sb3(algo, frames, pair_seed, learning_starts)
             r = {"lib": lib, "pair": i, "seed": pair_seed, "position": position, **with_rates(r)}
@@ -410,7 +427,7 @@ def compare(algo: str, pairs: int, frames: int | None, seed: int, learning_start
         "num_envs": NUM_ENVS,
         "frames": frames,
         "pairs": pairs,
-        "slm_lab_spec": slm_lab_spec(work, frames, seed, learning_starts),
+        "slm_lab_spec": slm_lab_spec(work, frames, seed, learning_starts, precision),
         "sb3_hyperparameters": work.hyperparameters,
         "mismatches": work.mismatches,
         "runs": runs,
@@ -419,7 +436,8 @@ def compare(algo: str, pairs: int, frames: int | None, seed: int, learning_start
     }
     if algo == "dqn":
         report["learning_starts"] = learning_starts
-    write_report(OUT_DIR / f"atari_vs_sb3_{algo}.json", report)
+    suffix = f"_{precision}" if precision is not None else ""
+    write_report(OUT_DIR / f"atari_vs_sb3_{algo}{suffix}.json", report)
 
 
 app = typer.Typer(
@@ -430,6 +448,10 @@ app = typer.Typer(
 Pairs = Annotated[int, typer.Option(min=1, help="A/B pairs")]
 Frames = Annotated[int | None, typer.Option(help="training frames per run (default: per algo)")]
 Seed = Annotated[int, typer.Option(help="seed of the first pair; pair i uses seed + i")]
+Precision = Annotated[
+    str | None,
+    typer.Option(help="SLM Lab's agent.net.precision: float32 or bf16-mixed (default: the spec's)"),
+]
 LearningStarts = Annotated[
     int, typer.Option(min=NUM_ENVS, help="DQN: frames before the first training step (both)")
 ]
@@ -437,9 +459,11 @@ DEFAULT_LEARNING_STARTS = 512  # a short bench's; dqn_atari's own is 10000
 
 
 @app.command()
-def ppo(pairs: Pairs = 2, frames: Frames = None, seed: Seed = 0) -> None:
+def ppo(
+    pairs: Pairs = 2, frames: Frames = None, seed: Seed = 0, precision: Precision = None
+) -> None:
     """ppo_atari (SLM Lab CLI) vs SB3 PPO CnnPolicy on ALE/Pong-v5 x16."""
-    compare("ppo", pairs, frames, seed, DEFAULT_LEARNING_STARTS)
+    compare("ppo", pairs, frames, seed, DEFAULT_LEARNING_STARTS, precision)
 
 
 @app.command()
@@ -448,9 +472,10 @@ def dqn(
     frames: Frames = None,
     seed: Seed = 0,
     learning_starts: LearningStarts = DEFAULT_LEARNING_STARTS,
+    precision: Precision = None,
 ) -> None:
     """dqn_atari (SLM Lab CLI) vs SB3 DQN CnnPolicy on ALE/Pong-v5 x16."""
-    compare("dqn", pairs, frames, seed, learning_starts)
+    compare("dqn", pairs, frames, seed, learning_starts, precision)
 
 
 @app.command(hidden=True)

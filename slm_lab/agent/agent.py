@@ -34,6 +34,23 @@ class Agent:
         """The algorithm's values for a checkpoint row (loss, lr, entropy, ...)."""
         return self.algorithm.metrics()
 
+    def precision_note(self) -> tuple[bool, str] | None:
+        """(native, one line) when a net runs `precision: bf16-mixed`, else None."""
+        if not any(
+            getattr(m, "bf16", False)
+            for n in self.algorithm.modules().values()
+            for m in n.modules()
+        ):
+            return None
+        device = self.algorithm.device
+        if net_util.bf16_native(device):
+            return True, f"precision: bf16-mixed, native bfloat16 on {device.type}"
+        return False, (
+            f"precision bf16-mixed: this {device.type} has no native bfloat16 (AVX512-BF16 or "
+            "AMX on a CPU), so it is emulated and slower than float32; set agent.net.precision "
+            "to float32"
+        )
+
     def model_state(self) -> dict[str, Any]:
         """A copy of the nets' weights: what acting needs."""
         return copy.deepcopy({k: m.state_dict() for k, m in self.algorithm.modules().items()})

@@ -22,6 +22,7 @@ class Net(nn.Module):
     heads: nn.ModuleList
     out_activation: nn.Module | None
     log_std: nn.Parameter | None
+    bf16: bool = False  # precision bf16-mixed: the body under torch.autocast to bfloat16
 
     def init_heads(
         self,
@@ -32,6 +33,7 @@ class Net(nn.Module):
         log_std_dim: int,
     ) -> None:
         init_fn = net.init_fn
+        self.bf16 = net.precision == "bf16-mixed"
         self.heads = nn.ModuleList()
         for dim, gain in zip(out_dims, head_gains or [None] * len(out_dims), strict=True):
             head = nn.Linear(feat_dim, dim)
@@ -52,8 +54,18 @@ class Net(nn.Module):
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def run_body(self, x: torch.Tensor) -> torch.Tensor:
+        """The body's features, float32. With `precision: bf16-mixed` the body runs under
+        torch.autocast to bfloat16 (its matrix products and convolutions in bfloat16, the
+        weights float32) and its features are made float32 for the heads."""
+        if not self.bf16:
+            return self.embed(x)
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            h = self.embed(x)
+        return h.float()
+
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        h = self.embed(x)
+        h = self.run_body(x) if self.bf16 else self.embed(x)  # float32: no extra call per forward
         # head.forward called directly: nn.Module.__call__'s hook dispatch costs more than a
         # small linear layer itself
         outs = [head.forward(h) for head in self.heads]

@@ -214,6 +214,11 @@ class NetConfig(Config):
     )
     init_std: float | None = key(None, "the heads' init gain (e.g. actor 0.01, critic 1.0)")
     gpu: Any = key("auto", "auto (CUDA when there is one), true or false")
+    precision: Literal["float32", "bf16-mixed"] = key(
+        "float32",
+        "bf16-mixed: the body's matrix products and convolutions in bfloat16 (torch.autocast);"
+        " weights, heads, losses and optimizer stay float32",
+    )
     update_type: Literal["replace", "polyak"] | None = key(
         None, "target net: replace every update_frequency frames, or polyak after each step"
     )

@@ -245,6 +245,14 @@ def get_device(gpu: Any) -> torch.device:
     return torch.device("cuda")
 
 
+def bf16_native(device: torch.device) -> bool:
+    """Whether `device` computes in bfloat16 natively: on CUDA its bf16 support, on a CPU
+    oneDNN's (AVX512-BF16 or AMX); elsewhere bfloat16 is emulated, slower than float32."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 _MODE_LAYERS: weakref.WeakKeyDictionary[nn.Module, tuple[nn.Module, ...]] = (
     weakref.WeakKeyDictionary()
 )
