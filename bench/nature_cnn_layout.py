@@ -6,7 +6,9 @@ same torch; SLM Lab's `ConvNet` keeps its weights and input in channels_last (NH
 oneDNN's CPU convolutions are faster, and SB3's `NatureCNN` in torch's default NCHW. This times
 that step alone on one torch thread, in both layouts, in interleaved rounds, and then each
 convolution's forward and weight gradient (the first one's input needs no gradient), so that
-the ratio the training itself can reach is measured rather than guessed.
+the ratio the training itself can reach is measured rather than guessed. A third variant is
+SLM Lab's `precision: bf16-mixed`: channels_last, the frames made bfloat16 at once, the net
+under torch.autocast to bfloat16 (fast where the CPU has AVX512-BF16 or AMX).
 
 usage: uv run --group bench python bench/nature_cnn_layout.py [--rounds 5] [--reps 4]
 """
@@ -24,6 +26,8 @@ FRAMES = (4, 84, 84)
 ACTIONS = 6  # Pong's
 WARMUP = 1  # untimed calls before each timing (a call is ~0.2 s)
 LAYOUTS = ("channels_last", "NCHW")
+BF16 = "channels_last bf16-mixed"
+VARIANTS = (*LAYOUTS, BF16)
 CONVS = ((4, 32, 8, 4, 84), (32, 64, 4, 2, 20), (64, 64, 3, 1, 9))  # in, out, kernel, stride, size
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
@@ -45,25 +49,34 @@ def main(
     torch.set_num_threads(1)
     torch.manual_seed(0)
     frames = torch.randint(0, 256, (BATCH, *FRAMES), dtype=torch.uint8)
-    nets = {layout: nature_cnn(layout == "channels_last") for layout in LAYOUTS}
+    nets = {variant: nature_cnn(variant != "NCHW") for variant in VARIANTS}
 
-    def step(layout: str) -> None:
+    def step(variant: str) -> None:
+        if variant == BF16:
+            x = frames.to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = nets[variant](x.div_(255))
+            out.float().sum().backward()
+            return
         x = frames.float()
-        if layout == "channels_last":
+        if variant == "channels_last":
             x = x.contiguous(memory_format=torch.channels_last)
-        nets[layout](x.div_(255)).sum().backward()
+        nets[variant](x.div_(255)).sum().backward()
 
-    ms: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
+    ms: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
     for i in range(rounds):
-        for layout in LAYOUTS if i % 2 == 0 else LAYOUTS[::-1]:
-            ms[layout].append(ms_per_call(lambda layout=layout: step(layout), reps, WARMUP))
-    for layout, times in ms.items():
+        for variant in VARIANTS if i % 2 == 0 else VARIANTS[::-1]:
+            ms[variant].append(ms_per_call(lambda variant=variant: step(variant), reps, WARMUP))
+    for variant, times in ms.items():
         rounds_ms = ", ".join(f"{t:.0f}" for t in times)
         typer.echo(
-            f"{layout:14s} {statistics.median(times):6.1f} ms a minibatch step (rounds {rounds_ms})"
+            f"{variant:24s} {statistics.median(times):6.1f} ms a minibatch step "
+            f"(rounds {rounds_ms})"
         )
-    ratio = statistics.median(ms["NCHW"]) / statistics.median(ms["channels_last"])
-    typer.echo(f"NCHW / channels_last: {ratio:.2f}")
+    median = {variant: statistics.median(times) for variant, times in ms.items()}
+    typer.echo(f"NCHW / channels_last: {median['NCHW'] / median['channels_last']:.2f}")
+    typer.echo(f"NCHW / {BF16}: {median['NCHW'] / median[BF16]:.2f}")
+    typer.echo(f"channels_last / {BF16}: {median['channels_last'] / median[BF16]:.2f}")
 
     for c_in, c_out, kernel, stride, size in CONVS:
         for layout in LAYOUTS:

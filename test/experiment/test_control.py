@@ -32,6 +32,7 @@ from conftest import (
 from loguru import logger
 
 from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.net import net_util
 from slm_lab.experiment import analysis, checkpointer, stop
 from slm_lab.experiment import session as session_module
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
@@ -603,3 +604,26 @@ def test_session_0_logs_how_its_envs_step(tmp_path: Path, session: int, lines: i
     assert len(vector_lines) == lines
     # CartPole's step is far too cheap for async, whatever the cores
     assert all(m.startswith("vector env: sync (auto: ") for m in vector_lines)
+
+
+@pytest.mark.parametrize(("native", "level"), [(True, "INFO"), (False, "WARNING")])
+def test_session_0_says_its_precision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool, level: str
+) -> None:
+    """bf16-mixed is said once at start: INFO where the device has native bfloat16, a WARNING
+    that it is emulated elsewhere; float32 says nothing."""
+    monkeypatch.setattr(net_util, "bf16_native", lambda device: native)
+    records: list[tuple[str, str]] = []
+    sink = logger.add(lambda m: records.append((m.record["level"].name, m.record["message"])))
+    try:
+        for precision in ("float32", "bf16-mixed"):
+            spec = make_spec("ppo")
+            spec["agent"]["net"]["precision"] = precision
+            for session in (0, 1):
+                task = SessionTask(load({**spec, "name": "ppo"}), tmp_path, 0, session)
+                session_module.Session(task).env.close()
+    finally:
+        logger.remove(sink)
+    [(said_level, line)] = [r for r in records if "bf16-mixed" in r[1]]
+    assert said_level == level
+    assert line.startswith("precision: bf16-mixed, native" if native else "precision bf16-mixed:")
