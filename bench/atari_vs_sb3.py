@@ -62,6 +62,7 @@ ENV_ID = "ALE/Pong-v5"
 NUM_ENVS = 16
 SPEC_DIR = ROOT / "slm_lab" / "spec" / "benchmark"
 LIBS = ("slm_lab", "sb3")
+PRECISIONS = ("float32", "bf16-mixed")  # agent.net.precision's values
 EXPLORE_END_FRAC = 0.1  # DQN: epsilon reaches its end value at this fraction of the frames
 
 # SB3's counterparts of the ppo_atari spec (16 envs x 128 steps, minibatch 256, 4 epochs, ...)
@@ -401,8 +402,10 @@ def compare(
     frames: int | None,
     seed: int,
     learning_starts: int,
-    precision: str | None = None,
+    precision: str | None,
 ) -> None:
+    if precision not in (None, *PRECISIONS):
+        raise typer.BadParameter(f"--precision: one of {', '.join(PRECISIONS)}, got {precision!r}")
     work = WORKS[algo]
     frames = frames or work.frames
     title = f"{work.title} {ENV_ID} x{NUM_ENVS}, {frames} frames, {pairs} pairs"

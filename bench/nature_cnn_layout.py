@@ -52,11 +52,12 @@ def main(
     nets = {variant: nature_cnn(variant != "NCHW") for variant in VARIANTS}
 
     def step(variant: str) -> None:
-        if variant == BF16:
+        if variant == BF16:  # the body in bfloat16, the head float32, as SLM Lab's ConvNet
             x = frames.to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+            body, head = nets[variant][:-1], nets[variant][-1]
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                out = nets[variant](x.div_(255))
-            out.float().sum().backward()
+                h = body(x.div_(255))
+            head(h.float()).sum().backward()
             return
         x = frames.float()
         if variant == "channels_last":

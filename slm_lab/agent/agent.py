@@ -34,8 +34,8 @@ class Agent:
         """The algorithm's values for a checkpoint row (loss, lr, entropy, ...)."""
         return self.algorithm.metrics()
 
-    def precision_note(self) -> tuple[bool, str] | None:
-        """(native, one line) when a net runs `precision: bf16-mixed`, else None."""
+    def precision_note(self) -> tuple[str, str] | None:
+        """(log level, one line) when a net runs `precision: bf16-mixed`, else None."""
         if not any(
             getattr(m, "bf16", False)
             for n in self.algorithm.modules().values()
@@ -44,11 +44,11 @@ class Agent:
             return None
         device = self.algorithm.device
         if net_util.bf16_native(device):
-            return True, f"precision: bf16-mixed, native bfloat16 on {device.type}"
-        return False, (
+            return "INFO", f"precision bf16-mixed: native bfloat16 on {device.type}"
+        return "WARNING", (
             f"precision bf16-mixed: this {device.type} has no native bfloat16 (AVX512-BF16 or "
-            "AMX on a CPU), so it is emulated and slower than float32; set agent.net.precision "
-            "to float32"
+            "AMX on a CPU), so it is emulated and slower than float32; set precision: float32 "
+            "in agent.net (and agent.critic_net)"
         )
 
     def model_state(self) -> dict[str, Any]:

@@ -84,7 +84,7 @@ class Session:
         if task.session == 0:
             logger.info(f"vector env: {self.env.vectorization}")
             if (note := self.agent.precision_note()) is not None:
-                (logger.info if note[0] else logger.warning)(note[1])
+                logger.log(*note)
         self.tracker = MetricsTracker(self.clock, self.env, self.agent)
         self.evaluation = (
             Evaluation(spec, self.env, self.clock, self.agent, self.seed)

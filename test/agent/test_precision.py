@@ -102,7 +102,7 @@ def test_bf16_mixed_conv_takes_frames_to_bfloat16_at_once() -> None:
     mixed.body[0].forward = lambda h: got.append(h) or mixed_conv(h)
     plain.body[0].forward = lambda h: want.append(h.to(torch.bfloat16)) or plain_conv(h)
     x = torch.arange(256, dtype=torch.uint8).repeat(9).view(4, 4, 12, 12).repeat(1, 1, 2, 2)
-    features = mixed.run_body(x)
+    features = mixed.embed_bf16(x)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected = plain.embed(x).float()
     assert got[0].dtype == torch.bfloat16
@@ -111,11 +111,36 @@ def test_bf16_mixed_conv_takes_frames_to_bfloat16_at_once() -> None:
     assert torch.equal(features, expected)
 
 
-def test_float32_is_the_default_and_unchanged() -> None:
-    plain = build_net(net_config({"type": "MLPNet"}), (6,), [3])
-    assert not plain.bf16
-    x = inputs((6,), torch.float32)
-    assert torch.equal(plain.run_body(x), plain.embed(x))
+def test_float32_is_the_default_and_conv_takes_frames_to_float32() -> None:
+    """The default: uint8 frames made float32 in channels_last, exactly x / 255."""
+    net = build_net(net_config(SMALL_CONV), (4, 24, 24), [3])
+    assert not net.bf16
+    seen = []
+    conv = net.body[0].forward
+    net.body[0].forward = lambda h: seen.append(h) or conv(h)
+    x = inputs((4, 24, 24), torch.uint8)
+    net(x)
+    assert seen[0].dtype == torch.float32
+    assert seen[0].is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(seen[0], x.float() / 255.0)
+
+
+@pytest.mark.parametrize(
+    ("machine", "avx512_bf16", "amx", "native"),
+    [
+        ("x86_64", True, False, True),  # AMD Zen 4, Intel Cooper Lake
+        ("x86_64", False, True, True),  # Intel Sapphire Rapids
+        ("x86_64", False, False, False),  # plain AVX-512 (Skylake) or AVX2: emulated
+    ],
+)
+def test_native_bfloat16_on_x86_needs_avx512_bf16_or_amx(
+    monkeypatch: pytest.MonkeyPatch, machine: str, avx512_bf16: bool, amx: bool, native: bool
+) -> None:
+    monkeypatch.setattr(net_util.platform, "machine", lambda: machine)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    assert net_util.bf16_native(torch.device("cpu")) is native
 
 
 def test_a_bad_precision_is_refused() -> None:
@@ -126,13 +151,14 @@ def test_a_bad_precision_is_refused() -> None:
     )
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_the_agent_says_its_precision(monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
-    """One line at start: bf16-mixed on native bfloat16, or a warning that it is emulated."""
-    monkeypatch.setattr(net_util, "bf16_native", lambda device: native)
+def test_the_agent_has_a_precision_note_only_with_bf16_mixed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(net_util, "bf16_native", lambda device: True)
     spec = make_spec("ppo")
     assert make_env_agent(spec)[1].precision_note() is None
     spec["agent"]["net"]["precision"] = "bf16-mixed"
-    is_native, line = make_env_agent(spec)[1].precision_note()
-    assert is_native is native
-    assert ("native bfloat16" in line) if native else ("emulated and slower" in line)
+    assert make_env_agent(spec)[1].precision_note() == (
+        "INFO",
+        "precision bf16-mixed: native bfloat16 on cpu",
+    )

@@ -626,4 +626,8 @@ def test_session_0_says_its_precision(
         logger.remove(sink)
     [(said_level, line)] = [r for r in records if "bf16-mixed" in r[1]]
     assert said_level == level
-    assert line.startswith("precision: bf16-mixed, native" if native else "precision bf16-mixed:")
+    assert line.startswith(
+        "precision bf16-mixed: native bfloat16 on cpu"
+        if native
+        else "precision bf16-mixed: this cpu has no native bfloat16"
+    )

@@ -54,18 +54,16 @@ class Net(nn.Module):
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def run_body(self, x: torch.Tensor) -> torch.Tensor:
-        """The body's features, float32. With `precision: bf16-mixed` the body runs under
-        torch.autocast to bfloat16 (its matrix products and convolutions in bfloat16, the
-        weights float32) and its features are made float32 for the heads."""
-        if not self.bf16:
-            return self.embed(x)
+    def embed_bf16(self, x: torch.Tensor) -> torch.Tensor:
+        """`precision: bf16-mixed`'s embed: the body under torch.autocast to bfloat16 (its matrix
+        products and convolutions in bfloat16, the weights float32), the features made float32
+        for the heads."""
         with torch.autocast(x.device.type, dtype=torch.bfloat16):
             h = self.embed(x)
         return h.float()
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        h = self.run_body(x) if self.bf16 else self.embed(x)  # float32: no extra call per forward
+        h = self.embed_bf16(x) if self.bf16 else self.embed(x)
         # head.forward called directly: nn.Module.__call__'s hook dispatch costs more than a
         # small linear layer itself
         outs = [head.forward(h) for head in self.heads]

@@ -48,8 +48,8 @@ class BatchRenorm1d(nn.Module):
         self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype is not torch.float32:  # bfloat16 under autocast: statistics in float32,
-            x = x.float()  # as torch's batch norm keeps them there
+        if x.dtype is torch.bfloat16:  # under autocast (bf16-mixed): the statistics in
+            x = x.float()  # float32, where torch's own batch norm keeps them
         if not self.training:
             x_hat = (x - self.running_mean) * torch.rsqrt(self.running_var + self.eps)
             return x_hat * self.weight + self.bias

@@ -33,7 +33,7 @@ class _Dueling(Net):
 
     def value_advantage(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(V [B, 1], A [B, n_actions]) before the mean is subtracted."""
-        h = self.run_body(x) if self.bf16 else self.embed(x)
+        h = self.embed_bf16(x) if self.bf16 else self.embed(x)
         return self.heads[0].forward(h), self.heads[1].forward(h)
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:

@@ -5,6 +5,7 @@ not gradient steps."""
 import contextlib
 import copy
 import inspect
+import platform
 import weakref
 from types import TracebackType
 from typing import Any
@@ -23,6 +24,7 @@ from slm_lab.agent.net.config import (
 )
 from slm_lab.env.clock import Clock
 
+X86_MACHINES = ("x86_64", "amd64", "i386", "i686")  # platform.machine(), lowercased
 _ACTIVATIONS = {
     name.lower(): cls
     for name, cls in vars(nn.modules.activation).items()
@@ -246,11 +248,16 @@ def get_device(gpu: Any) -> torch.device:
 
 
 def bf16_native(device: torch.device) -> bool:
-    """Whether `device` computes in bfloat16 natively: on CUDA its bf16 support, on a CPU
-    oneDNN's (AVX512-BF16 or AMX); elsewhere bfloat16 is emulated, slower than float32."""
+    """Whether `device` computes in bfloat16 natively: on CUDA its bf16 support; on an x86 CPU
+    AVX512-BF16 or AMX (oneDNN's own check accepts plain AVX-512, where it emulates bfloat16);
+    on another CPU oneDNN's check. Elsewhere bfloat16 is emulated, slower than float32."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
-    return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if device.type != "cpu":
+        return False
+    if platform.machine().lower() in X86_MACHINES:
+        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 _MODE_LAYERS: weakref.WeakKeyDictionary[nn.Module, tuple[nn.Module, ...]] = (
