@@ -15,6 +15,7 @@ import ale_py
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from conftest import invoke, read_session_df, run_dirs, session_log
 
 from slm_lab import ROOT_DIR
@@ -354,3 +355,40 @@ def test_run_refuses_a_legacy_atari_id_before_making_a_run_folder(tmp_path: Path
         "ALE/Breakout-v5 ("
     )
     assert not data.exists()
+
+
+def tensors_in(state: Any) -> list[torch.Tensor]:
+    if torch.is_tensor(state):
+        return [state]
+    return [t for v in state.values() for t in tensors_in(v)] if isinstance(state, dict) else []
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    ("spec_file", "name", "net"),
+    [
+        ("ppo/ppo_atari.json", "ppo_atari", "ConvNet"),  # shared actor-critic
+        ("dqn/ddqn_per_atari.json", "ddqn_per_atari", "DuelingConvNet"),  # with its target net
+    ],
+)
+def test_bf16_mixed_trains_saves_and_resumes(
+    spec_file: str, name: str, net: str, no_graphs: None, tmp_path: Path
+) -> None:
+    """`agent.net.precision: bf16-mixed` through the CLI: it trains, says its precision once,
+    saves float32 weights, and a resume goes on from them."""
+    args = run_args(spec_file, name, tmp_path / "data")
+    sets = ["-s", "agent.net.precision=bf16-mixed", "-s", f"agent.net.type={net}"]
+    result = invoke([*args[:1], *sets, *args[1:]])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    [said] = [line for line in result.stderr.splitlines() if "precision bf16-mixed" in line]
+    assert "native bfloat16 on cpu" in said or "emulated and slower than float32" in said
+    [run_dir] = run_dirs(tmp_path / "data")
+    [model] = (run_dir / "model").glob("*_t0_s0_ckpt-latest_model.pt")
+    tensors = tensors_in(torch.load(model, weights_only=False))
+    assert tensors and all(t.dtype == torch.float32 for t in tensors if t.is_floating_point())
+    more = MAX_FRAME + 2 * LOG_FREQUENCY
+    result = invoke(["run", f"train@{run_dir}", "--max-frame", str(more)])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    df = read_session_df(run_dir)
+    assert df["frame"].tolist() == list(range(LOG_FREQUENCY, more + 1, LOG_FREQUENCY))
+    assert np.isfinite(df["loss"]).all()
