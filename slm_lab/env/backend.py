@@ -42,15 +42,23 @@ def agent_obs_dtype(space: gym.Space, float_obs: bool) -> np.dtype:
     return np.dtype(np.float32 if float_obs or space.dtype == np.float64 else space.dtype)
 
 
+def episode_quota(episodes: int, num_envs: int) -> np.ndarray:
+    """How many episodes each sub-env plays when `episodes` are played on `num_envs`: sub-env i
+    its first (episodes + i) // num_envs. Counting whichever episodes end first instead would
+    favour short ones (on MuJoCo, the early falls)."""
+    return (episodes + np.arange(num_envs)) // num_envs
+
+
 class FinishedEpisodes(NamedTuple):
     """The episodes that ended on one step, in env order: the frame after the step, the index
-    of the first (0 for a session's first finished episode), their returns (unnormalized) and
-    lengths."""
+    of the first (0 for a session's first finished episode), their returns (unnormalized),
+    lengths and sub-envs."""
 
     frame: int
     first_index: int
     returns: np.ndarray
     lengths: np.ndarray
+    envs: np.ndarray
 
 
 class EnvBackend(Protocol):

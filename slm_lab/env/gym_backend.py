@@ -304,6 +304,7 @@ class GymVecEnv:
                     self.clock.epi - num_done,
                     stats["r"][dones],
                     stats["l"][dones],
+                    np.flatnonzero(dones),
                 )
             )
         self._obs = next_obs

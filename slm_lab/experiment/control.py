@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from slm_lab.env.backend import EnvBackend
+from slm_lab.env.backend import EnvBackend, episode_quota
 from slm_lab.env.clock import Clock
 from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.checkpointer import Checkpointer
@@ -121,7 +121,8 @@ def enjoy(
     record: bool = False,
 ) -> dict[str, Any]:
     """Replay the best checkpoint of a session without training; writes to its own folder.
-    `render` shows the env in a window; `record` writes a video of the episodes there
+    Its returns are `episodes` whole episodes on min(num_envs, episodes) sub-envs, each sub-env
+    playing its share (`play`). `render` shows the env in a window; `record` writes a video of the episodes there
     (`VIDEO_NAME`.mp4, or .gif without ffmpeg), played one after another on one env, each from
     its reset frame to its last step's (T + 1 frames for T steps)."""
     from slm_lab.experiment.session import build, session_seed  # torch: only where it acts
@@ -133,8 +134,10 @@ def enjoy(
         )
     model = io.load_torch(model_path)
     if record:  # one env: the video shows each episode whole
-        one_env = dataclasses.replace(spec.env, num_envs=1, vectorization_mode="sync")
-        spec = dataclasses.replace(spec, env=one_env)
+        env_config = dataclasses.replace(spec.env, num_envs=1, vectorization_mode="sync")
+    else:  # no more sub-envs than episodes: each plays its share (`play`)
+        env_config = dataclasses.replace(spec.env, num_envs=min(spec.env.num_envs, episodes))
+    spec = dataclasses.replace(spec, env=env_config)
     seed = session_seed(spec.meta.random_seed, ENJOY_TRIAL_INDEX, session)  # fresh episodes
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
     render_mode = "rgb_array" if record else "human" if render else None
@@ -156,15 +159,12 @@ def enjoy(
             path = out / f"{VIDEO_NAME}{video.video_suffix()}"
             with video.video_file(path, env.frame_rate) as recording:
                 recording.add(env.frames())
-                play(env, agent, clock, episodes, recording)
+                returns, lengths = play(env, agent, episodes, recording)
             result = {"video": str(path), "video_frames": recording.frames}
         else:
-            play(env, agent, clock, episodes)
-        finished = env.pop_episodes()
+            returns, lengths = play(env, agent, episodes)
     finally:
         env.close()
-    returns = np.concatenate([f.returns for f in finished])[-episodes:]
-    lengths = np.concatenate([f.lengths for f in finished])[-episodes:]
     result = {
         "episodes": len(returns),
         "mean_return": float(np.mean(returns)),
@@ -181,15 +181,24 @@ def enjoy(
 def play(
     env: EnvBackend,
     agent: "Agent",
-    clock: Clock,
     episodes: int,
     recording: "Video | None" = None,
-) -> None:
-    """Step `env` with `agent` until `episodes` episodes have ended, adding the frames of each
-    step to `recording` (one env): the last episode's end resets the env, and that first frame
-    of an episode not replayed is left out."""
-    while clock.epi < episodes:
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step `env` (recording its episodes) with `agent` until every sub-env has ended its share
+    of `episodes` (`episode_quota`); returns those episodes' returns and lengths, in the order
+    they ended. Each step's frames go to `recording` (one env): the last episode's end resets
+    the env, and that first frame of an episode not replayed is left out."""
+    targets = episode_quota(episodes, env.info.num_envs)
+    counts = np.zeros_like(targets)
+    returns, lengths = [], []
+    while (counts < targets).any():
         env.step(agent.act(env.obs))
+        for finished in env.pop_episodes():
+            kept = counts[finished.envs] < targets[finished.envs]
+            counts[finished.envs[kept]] += 1
+            returns.append(finished.returns[kept])
+            lengths.append(finished.lengths[kept])
         if recording is not None:
             frames = env.frames()
-            recording.add(frames[:-1] if clock.epi >= episodes else frames)
+            recording.add(frames if (counts < targets).any() else frames[:-1])
+    return np.concatenate(returns), np.concatenate(lengths)

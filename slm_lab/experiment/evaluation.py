@@ -26,7 +26,7 @@ import torch
 
 from slm_lab.agent.agent import Agent, rng_state, set_rng_state
 from slm_lab.agent.net.config import env_seq_len
-from slm_lab.env.backend import EnvBackend
+from slm_lab.env.backend import EnvBackend, episode_quota
 from slm_lab.env.clock import Clock
 from slm_lab.env.registry import backend_module
 from slm_lab.env.vectorization import session_cpus
@@ -115,10 +115,10 @@ class Evaluation:
     def play(self, seed: int) -> np.ndarray:
         """The returns of `self.episodes` whole episodes from a reset with `seed`, each sub-env
         playing its share: sub-env i counts its first (episodes + i) // num_envs episodes and no
-        more (counting whichever episodes end first would favour short ones)."""
+        more (`episode_quota`)."""
         env, act = self.env, self.agent.act
         num_envs = env.info.num_envs
-        targets = (self.episodes + np.arange(num_envs)) // num_envs
+        targets = episode_quota(self.episodes, num_envs)
         counts = np.zeros(num_envs, dtype=int)
         episode_returns = np.zeros(num_envs)
         returns = []

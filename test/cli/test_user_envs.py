@@ -1,6 +1,7 @@
 """A user's own env through the real CLI: `module:EnvId`, every standard observation space,
 a Discrete action space that does not start at 0, and a session that crashes."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from conftest import invoke, make_spec, run_dirs, write_spec_file
+
+from slm_lab.spec.spec_util import SPEC_DIR
 
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 MODULE = "user_envs_for_test"  # a package the tests write to tmp_path, put on sys.path
@@ -35,9 +38,15 @@ ENV_SOURCE = textwrap.dedent(
         \"\"\"Reward 1 for action `target`; episodes of 10 steps; `crash_at` raises in step;
         `nan_reward` makes every reward NaN.\"\"\"
 
-        def __init__(self, obs_kind="box_1d", action_start=0, crash_at=None, nan_reward=False):
+        def __init__(
+            self, obs_kind="box_1d", action_start=0, crash_at=None, nan_reward=False, unbounded=False
+        ):
             self.observation_space = OBS[obs_kind]
-            self.action_space = spaces.Discrete(3, start=action_start)
+            self.action_space = (
+                spaces.Box(-np.inf, np.inf, (2,), np.float32)
+                if unbounded
+                else spaces.Discrete(3, start=action_start)
+            )
             self.target = action_start + 1
             self.crash_at = crash_at
             self.nan_reward = nan_reward
@@ -110,6 +119,30 @@ def test_discrete_actions_that_do_not_start_at_zero(algo: str, user_env: str, in
     result = invoke(["run", str(path), "user", "dev", "--log-level", "WARNING"])
     assert result.exit_code == 0, result.stderr
     assert "trial_metrics: frame:2.00e+02" in result.stdout
+
+
+@pytest.mark.parametrize("squasher", ["NormalTanh", "SoftActorCritic"])
+def test_squashed_actions_on_an_unbounded_box_are_refused(
+    squasher: str, user_env: str, in_tmp: Path
+) -> None:
+    """tanh squashes into the action space's bounds: an unbounded Box has none."""
+    if squasher == "SoftActorCritic":
+        shipped = json.loads((Path(SPEC_DIR) / "benchmark/sac/sac_pendulum.json").read_text())
+        spec = shipped["sac_pendulum"]
+        spec["env"] = {"name": user_env, "num_envs": 2, "max_frame": 200, "unbounded": True}
+    else:
+        spec = user_spec(user_env, unbounded=True)
+        spec["agent"]["algorithm"]["action_pdtype"] = "NormalTanh"
+    path = write_spec_file(in_tmp / "s.json", {"user": spec})
+    result = invoke(["check", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: user: env.name: {squasher} squashes actions into the action space's bounds; "
+        f"{user_env}'s Box action space is unbounded"
+    ]
+    plain = user_spec(user_env, unbounded=True)  # PPO's Gaussian acts on an unbounded Box
+    path = write_spec_file(in_tmp / "plain.json", {"user": plain})
+    assert invoke(["check", str(path)]).stdout == "ok: user\n"
 
 
 def test_unknown_module_is_one_line(in_tmp: Path) -> None:

@@ -102,7 +102,13 @@ class Corridor:
             if self._finished is not None:
                 first = self.clock.epi - int(done.sum())
                 self._finished.append(
-                    FinishedEpisodes(self.clock.frame, first, ended.copy(), self.steps[done])
+                    FinishedEpisodes(
+                        self.clock.frame,
+                        first,
+                        ended.copy(),
+                        self.steps[done],
+                        np.flatnonzero(done),
+                    )
                 )
             self.pos[done], self.steps[done], self.returns[done] = LENGTH // 2, 0, 0.0
         return Transition(obs, actions, rewards, next_obs, terminated, truncated)

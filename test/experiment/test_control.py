@@ -11,6 +11,7 @@ import math
 import os
 import signal
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,8 @@ from loguru import logger
 
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.net import net_util
-from slm_lab.experiment import analysis, checkpointer, stop
+from slm_lab.env.backend import FinishedEpisodes
+from slm_lab.experiment import analysis, checkpointer, control, stop
 from slm_lab.experiment import session as session_module
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 from slm_lab.experiment.pool import SessionTask
@@ -396,6 +398,42 @@ def test_enjoy_writes_its_own_folder(run_a: tuple[Path, Path], workdir: Path) ->
         f"enjoy: 3 episodes | mean_return:{out['mean_return']:.2f} | std_return:"
     )
     assert snapshot(dir_a) == before_files
+
+
+class UnevenEpisodes:
+    """Sub-env i's episodes last i + 1 steps and return their length: the short ones end first."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.info = SimpleNamespace(num_envs=num_envs)
+        self.obs = np.zeros((num_envs, 1), dtype=np.float32)
+        self.steps = np.zeros(num_envs, dtype=int)
+        self.frame = 0
+        self.finished: list[FinishedEpisodes] = []
+
+    def step(self, actions: np.ndarray) -> None:
+        self.steps += 1
+        self.frame += len(self.steps)
+        done = self.steps == np.arange(1, len(self.steps) + 1)
+        if done.any():
+            ends = self.steps[done].copy()
+            self.finished.append(
+                FinishedEpisodes(self.frame, 0, ends * 1.0, ends, np.flatnonzero(done))
+            )
+            self.steps[done] = 0
+
+    def pop_episodes(self) -> list[FinishedEpisodes]:
+        finished, self.finished = self.finished, []
+        return finished
+
+
+def test_play_counts_each_sub_env_s_share_not_the_episodes_that_end_first() -> None:
+    """enjoy's episodes: sub-env i its first (episodes + i) // num_envs, as evaluations count."""
+    agent = SimpleNamespace(act=lambda obs: np.zeros(len(obs)))
+    returns, lengths = control.play(UnevenEpisodes(4), agent, 6)
+    # sub-envs 0 and 1 play 1 episode each, 2 and 3 play 2; the first 6 to end would be
+    # 1, 1, 2, 1, 3, 1 (mean 1.5)
+    assert sorted(returns.tolist()) == [1.0, 2.0, 3.0, 3.0, 4.0, 4.0]
+    assert returns.tolist() == lengths.tolist()
 
 
 # -- evaluation during training: run_a's spec with evaluations -------------------------------

@@ -126,7 +126,7 @@ def test_enjoy_record_without_ffmpeg_writes_a_gif(
 def test_a_replay_that_fails_leaves_no_video_nor_folder(
     video_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def failing_play(env: Any, agent: Any, clock: Any, episodes: int, recording: Any) -> None:
+    def failing_play(env: Any, agent: Any, episodes: int, recording: Any) -> None:
         env.step(agent.act(env.obs))
         recording.add(env.frames())
         raise RuntimeError("the env broke")
