@@ -643,11 +643,9 @@ def check_env_fit(spec: Spec) -> None:
         raise SpecError(
             f"agent.algorithm.name: {algo.name} needs a discrete action space; {env.name} has a continuous (Box) one"
         )
-    squashes = isinstance(algo, SoftActorCriticConfig) or algo.action_pdtype == "NormalTanh"
-    if not discrete and squashes and not is_bounded(action_space):
-        squasher = algo.name if isinstance(algo, SoftActorCriticConfig) else "NormalTanh"
+    if not discrete and isinstance(algo, SoftActorCriticConfig) and not is_bounded(action_space):
         raise SpecError(
-            f"env.name: {squasher} squashes actions into the action space's bounds; {env.name}'s Box action space is unbounded"
+            f"env.name: {algo.name} squashes actions into the action space's bounds; {env.name}'s Box action space is unbounded"
         )
     if algo.needs_net:
         _check_arcs(agent, obs_space.shape, action_space, discrete)
@@ -663,6 +661,10 @@ def check_env_fit(spec: Spec) -> None:
     if pdtype == "NormalTanh" and not isinstance(algo, PolicyGradientConfig):
         raise SpecError(
             f"agent.algorithm.action_pdtype: NormalTanh is for the policy-gradient algorithms (Reinforce, ActorCritic, PPO, SIL); {algo.name} has its own action distribution"
+        )
+    if pdtype == "NormalTanh" and not is_bounded(action_space):
+        raise SpecError(
+            f"agent.algorithm.action_pdtype: NormalTanh squashes actions into the action space's bounds; {env.name}'s Box action space is unbounded (use Normal)"
         )
 
 

@@ -36,7 +36,8 @@ ENV_SOURCE = textwrap.dedent(
 
     class SpaceEnv(gym.Env):
         \"\"\"Reward 1 for action `target`; episodes of 10 steps; `crash_at` raises in step;
-        `nan_reward` makes every reward NaN.\"\"\"
+        `nan_reward` makes every reward NaN; `unbounded` gives it an unbounded Box action space
+        (for `check` only: step compares actions with `target`).\"\"\"
 
         def __init__(
             self, obs_kind="box_1d", action_start=0, crash_at=None, nan_reward=False, unbounded=False
@@ -136,9 +137,14 @@ def test_squashed_actions_on_an_unbounded_box_are_refused(
     path = write_spec_file(in_tmp / "s.json", {"user": spec})
     result = invoke(["check", str(path)])
     assert result.exit_code == 2
+    key, fix = (
+        ("env.name", "")
+        if squasher == "SoftActorCritic"
+        else ("agent.algorithm.action_pdtype", " (use Normal)")
+    )
     assert result.stderr.splitlines() == [
-        f"error: user: env.name: {squasher} squashes actions into the action space's bounds; "
-        f"{user_env}'s Box action space is unbounded"
+        f"error: user: {key}: {squasher} squashes actions into the action space's bounds; "
+        f"{user_env}'s Box action space is unbounded{fix}"
     ]
     plain = user_spec(user_env, unbounded=True)  # PPO's Gaussian acts on an unbounded Box
     path = write_spec_file(in_tmp / "plain.json", {"user": plain})
