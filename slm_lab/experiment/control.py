@@ -121,10 +121,11 @@ def enjoy(
     record: bool = False,
 ) -> dict[str, Any]:
     """Replay the best checkpoint of a session without training; writes to its own folder.
-    Its returns are `episodes` whole episodes on min(num_envs, episodes) sub-envs, each sub-env
-    playing its share (`play`). `render` shows the env in a window; `record` writes a video of the episodes there
-    (`VIDEO_NAME`.mp4, or .gif without ffmpeg), played one after another on one env, each from
-    its reset frame to its last step's (T + 1 frames for T steps)."""
+    Its returns are `episodes` whole episodes on min(num_envs, episodes) sub-envs (one with
+    `record`), each playing its share (`play`). `render` shows the env in a window; `record`
+    writes a video of the episodes there (`VIDEO_NAME`.mp4, or .gif without ffmpeg), played one
+    after another on one env, each from its reset frame to its last step's (T + 1 frames for T
+    steps)."""
     from slm_lab.experiment.session import build, session_seed  # torch: only where it acts
 
     model_path = Checkpointer(RunLayout(root, spec.name), trial, session).model_path()
@@ -184,10 +185,11 @@ def play(
     episodes: int,
     recording: "Video | None" = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Step `env` (recording its episodes) with `agent` until every sub-env has ended its share
-    of `episodes` (`episode_quota`); returns those episodes' returns and lengths, in the order
-    they ended. Each step's frames go to `recording` (one env): the last episode's end resets
-    the env, and that first frame of an episode not replayed is left out."""
+    """Step `env` (`record_episodes` on) with `agent` until every sub-env has ended its share of
+    `episodes` (`episode_quota`; a sub-env whose episodes never end, with no time limit, is
+    waited for); returns those episodes' returns and lengths, in the order they ended. Each
+    step's frames go to `recording` (one env): the last episode's end resets the env, and that
+    first frame of an episode not replayed is left out."""
     targets = episode_quota(episodes, env.info.num_envs)
     counts = np.zeros_like(targets)
     returns, lengths = [], []

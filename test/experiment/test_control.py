@@ -401,12 +401,14 @@ def test_enjoy_writes_its_own_folder(run_a: tuple[Path, Path], workdir: Path) ->
 
 
 class UnevenEpisodes:
-    """Sub-env i's episodes last i + 1 steps and return their length: the short ones end first."""
+    """Sub-env i's episodes last i + 1 steps: the short ones end first. An episode's return is
+    its length plus 10 x its index among its sub-env's episodes (0 for the first)."""
 
     def __init__(self, num_envs: int) -> None:
         self.info = SimpleNamespace(num_envs=num_envs)
         self.obs = np.zeros((num_envs, 1), dtype=np.float32)
         self.steps = np.zeros(num_envs, dtype=int)
+        self.ended = np.zeros(num_envs, dtype=int)
         self.frame = 0
         self.finished: list[FinishedEpisodes] = []
 
@@ -415,25 +417,27 @@ class UnevenEpisodes:
         self.frame += len(self.steps)
         done = self.steps == np.arange(1, len(self.steps) + 1)
         if done.any():
-            ends = self.steps[done].copy()
+            lengths = self.steps[done].copy()
+            returns = lengths + 10.0 * self.ended[done]
             self.finished.append(
-                FinishedEpisodes(self.frame, 0, ends * 1.0, ends, np.flatnonzero(done))
+                FinishedEpisodes(self.frame, 0, returns, lengths, np.flatnonzero(done))
             )
             self.steps[done] = 0
+            self.ended[done] += 1
 
     def pop_episodes(self) -> list[FinishedEpisodes]:
         finished, self.finished = self.finished, []
         return finished
 
 
-def test_play_counts_each_sub_env_s_share_not_the_episodes_that_end_first() -> None:
+def test_play_counts_each_sub_env_s_first_episodes_not_the_episodes_that_end_first() -> None:
     """enjoy's episodes: sub-env i its first (episodes + i) // num_envs, as evaluations count."""
     agent = SimpleNamespace(act=lambda obs: np.zeros(len(obs)))
     returns, lengths = control.play(UnevenEpisodes(4), agent, 6)
-    # sub-envs 0 and 1 play 1 episode each, 2 and 3 play 2; the first 6 to end would be
-    # 1, 1, 2, 1, 3, 1 (mean 1.5)
-    assert sorted(returns.tolist()) == [1.0, 2.0, 3.0, 3.0, 4.0, 4.0]
-    assert returns.tolist() == lengths.tolist()
+    # sub-envs 0 and 1 play 1 episode each, 2 and 3 their first 2 (returns 3, 13 and 4, 14);
+    # the first 6 to end would be sub-env 0's first four and sub-env 1's first two
+    assert sorted(returns.tolist()) == [1.0, 2.0, 3.0, 4.0, 13.0, 14.0]
+    assert sorted(lengths.tolist()) == [1, 2, 3, 3, 4, 4]
 
 
 # -- evaluation during training: run_a's spec with evaluations -------------------------------
