@@ -1,6 +1,7 @@
 """How far `precision: bf16-mixed` moves a trained net's gradients, layer by layer, and why.
 
-Loads a run's latest checkpoint (a float32 run of a ConvNet spec such as `ppo_atari`), plays its
+Loads a run's latest checkpoint (a run of a ConvNet spec with discrete actions and a shared
+actor-critic net, such as `ppo_atari`; its observation statistics too, if any), plays its
 policy for a batch of real observations, and takes one loss's gradient in three ways on the same
 minibatches:
 
@@ -40,6 +41,8 @@ from slm_lab.lib import io
 
 MINIBATCH = 256
 ENTROPY_COEF = 0.01
+VALUE_COEF = 0.5
+RETURN_SCALE = 0.5  # the fixed random returns' std
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 
@@ -76,7 +79,7 @@ def gradients(
     logp = torch.log_softmax(logits, -1)
     entropy = -(logp.exp() * logp).sum(-1)
     policy = -(logp.gather(1, actions[:, None]).squeeze(1) * advs)
-    loss = (policy + 0.5 * (values - rets) ** 2 - ENTROPY_COEF * entropy).mean()
+    loss = (policy + VALUE_COEF * (values - rets) ** 2 - ENTROPY_COEF * entropy).mean()
     loss.backward()
     return {name: p.grad.flatten().clone() for name, p in nets.named_parameters()}
 
@@ -85,7 +88,7 @@ def gradients(
 def main(
     run: Annotated[Path, typer.Argument(help="a run folder of a ConvNet spec (float32)")],
     steps: Annotated[int, typer.Option(help="vector steps of play for the observations")] = 64,
-    minibatches: Annotated[int, typer.Option(help="minibatches of 256 compared")] = 4,
+    minibatches: Annotated[int, typer.Option(help="minibatches of 256 compared", min=2)] = 4,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     torch.set_num_threads(1)
@@ -93,7 +96,12 @@ def main(
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
     env, agent = build(spec, seed, clock)
     checkpoint = Checkpointer(RunLayout(run, spec.name), 0, 0).latest[0]
-    agent.load_model(io.load_torch(checkpoint)["nets"])
+    model = io.load_torch(checkpoint)
+    stats = model["obs_rms"]
+    if stats is not None:
+        stats = {k: v.numpy() if hasattr(v, "numpy") else v for k, v in stats.items()}
+    env.set_obs_stats(stats, frozen=True)
+    agent.load_model(model["nets"])
     observations, actions = [], []
     env.reset()
     for _ in range(steps):
