@@ -19,7 +19,11 @@ that is the same on every minibatch is a steady pull, not noise that averages ou
 The loss is a PPO-shaped one with fixed random advantages and returns (the point is the
 gradient's precision, not its content): -(log pi(a|s) * A) + 0.5 (V(s) - R)^2 - 0.01 H.
 
+`--random-frames` replaces the observations by uniform random ones of the same shape and dtype
+(the same net and loss): is it the frames or the net?
+
 usage: uv run python bench/bf16_gradients.py <run folder> [--steps 64] [--minibatches 4]
+           [--random-frames]
 """
 
 import copy
@@ -90,6 +94,7 @@ def main(
     steps: Annotated[int, typer.Option(help="vector steps of play for the observations")] = 64,
     minibatches: Annotated[int, typer.Option(help="minibatches of 256 compared", min=2)] = 4,
     seed: Annotated[int, typer.Option()] = 0,
+    random_frames: Annotated[bool, typer.Option(help="random observations instead")] = False,
 ) -> None:
     torch.set_num_threads(1)
     spec, _ = record.read(run)
@@ -113,7 +118,10 @@ def main(
     env.close()
     obs_all = torch.as_tensor(np.concatenate(observations))
     actions_all = torch.as_tensor(np.concatenate(actions)).long()
-    typer.echo(f"{checkpoint.name}: {len(obs_all)} observations of {spec.env.name}")
+    if random_frames:
+        obs_all = torch.randint(0, 256, obs_all.shape, dtype=obs_all.dtype)
+    kind = "random observations shaped as" if random_frames else "observations of"
+    typer.echo(f"{checkpoint.name}: {len(obs_all)} {kind} {spec.env.name}")
 
     float32 = with_precision(agent.algorithm.nets, bf16=False)
     bf16, rounded = with_precision(float32, bf16=True), rounded_weights(float32)
