@@ -32,7 +32,9 @@ PROFILE_LINES = 30
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 
-def build_session(algo: str, training_iter: int, fill: int):  # noqa: ANN201 (a Session)
+def build_session(  # noqa: ANN201 (a Session)
+    algo: str, training_iter: int, fill: int, precision: str = "float32"
+):
     from compare_sb3 import pin_torch_threads
     from sac_hopper_vs_sb3 import slm_lab_spec
 
@@ -49,6 +51,7 @@ def build_session(algo: str, training_iter: int, fill: int):  # noqa: ANN201 (a 
     spec["agent"]["name"] = algo
     if algo == "CrossQ":  # batch-renormalized critics, no target nets
         spec["agent"]["net"]["batch_renorm"] = True
+    spec["agent"]["net"]["precision"] = precision
     log_setup.setup("WARNING")
     config = spec_util.validate(spec, spec["name"]).with_values({"meta.num_threads": 1})
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"sac_train_step_{os.getpid()}"
