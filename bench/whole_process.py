@@ -37,10 +37,12 @@ Peak RSS is the child's own ru_maxrss from os.wait4. Linux carries the launching
 RSS into its child's (across the exec), so this parent stays small (no torch, numpy or pandas)
 and records its own peak as the floor below which no child can read.
 
-Raw numbers go to bench/out/whole_process.json (`pairs`; with `--only W`, whole_process_W.json) and bench/out/whole_process_<command>.json.
+Raw numbers go to bench/out/whole_process.json (`pairs`; with `--only W`, whole_process_W.json;
+with `--precision bf16-mixed`, SLM Lab's nets under bf16 autocast against SB3's float32, a
+`_bf16-mixed` suffix) and bench/out/whole_process_<command>.json.
 
 usage: uv run --group bench python bench/whole_process.py pairs [--pairs 3] [--only ppo|dqn|ppo_hopper|sac_hopper]
-       [--frames-scale 1]; ... cli [--repeats 10]; ... startup [--repeats 5]; ... rss [--repeats 3]
+       [--frames-scale 1] [--precision float32|bf16-mixed]; ... cli [--repeats 10]; ... startup [--repeats 5]; ... rss [--repeats 3]
 """
 
 import csv
@@ -94,6 +96,11 @@ class WorkName(StrEnum):
     dqn = "dqn"
     ppo_hopper = "ppo_hopper"
     sac_hopper = "sac_hopper"
+
+
+class Precision(StrEnum):
+    float32 = "float32"
+    bf16_mixed = "bf16-mixed"
 
 
 @dataclass(frozen=True)
@@ -202,9 +209,16 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 
 
 # -- pairs -------------------------------------------------------------------------------------
-def run_slm_lab(work: Work, frames: int, seed: int) -> dict[str, Any]:
-    """`slm-lab run ... train` on a one-session spec file of the comparison's spec."""
+def slm_lab_spec(work: Work, frames: int, seed: int, precision: Precision) -> dict[str, Any]:
+    """The comparison's spec, its nets at `precision` (SB3 has float32 only)."""
     spec = work.comparison.slm_lab_spec(frames, seed)
+    spec["agent"]["net"]["precision"] = precision.value
+    return spec
+
+
+def run_slm_lab(work: Work, frames: int, seed: int, precision: Precision) -> dict[str, Any]:
+    """`slm-lab run ... train` on a one-session spec file of the comparison's spec."""
+    spec = slm_lab_spec(work, frames, seed, precision)
     spec["meta"] |= {"max_session": 1, "random_seed": seed}
     with tempfile.TemporaryDirectory(prefix="whole_process_slm_lab_") as tmp:
         folder = Path(tmp)
@@ -306,9 +320,17 @@ def pairs(
         float, typer.Option(min=0, help="multiply the frame budgets (e.g. 0.05 to validate)")
     ] = 1.0,
     seed: Annotated[int, typer.Option(help="seed of the first pair; pair i uses seed + i")] = 0,
+    precision: Annotated[
+        Precision, typer.Option(help="SLM Lab's agent.net.precision (SB3 runs float32)")
+    ] = Precision.float32,
 ) -> None:
     """Whole SLM Lab CLI runs vs whole SB3 script runs, alternating, on RL Zoo works."""
-    report: dict[str, Any] = {"pairs": pairs, "frames_scale": frames_scale, "works": {}}
+    report: dict[str, Any] = {
+        "pairs": pairs,
+        "frames_scale": frames_scale,
+        "slm_lab_precision": precision.value,
+        "works": {},
+    }
     for work_name in [only] if only else DEFAULT_WORKS:
         work = WORKS[work_name]
         frames = max(1, round(work.frames * frames_scale))
@@ -319,7 +341,7 @@ def pairs(
                 pair_seed = seed + i
                 load = os.getloadavg()[0]
                 r = (
-                    run_slm_lab(work, frames, pair_seed)
+                    run_slm_lab(work, frames, pair_seed, precision)
                     if lib == "slm_lab"
                     else run_sb3(work_name, frames, pair_seed)
                 )
@@ -336,13 +358,14 @@ def pairs(
         report["works"][work_name.value] = {
             "title": work.title,
             "frames": frames,
-            "slm_lab_spec": work.comparison.slm_lab_spec(frames, seed),
+            "slm_lab_spec": slm_lab_spec(work, frames, seed, precision),
             "runs": runs,
             "summary": summarize(work, frames, runs),
         }
-    write_report(
-        OUT_DIR / (f"whole_process_{only.value}.json" if only else "whole_process.json"), report
-    )
+    stem = f"whole_process_{only.value}" if only else "whole_process"
+    if precision is not Precision.float32:
+        stem += f"_{precision.value}"
+    write_report(OUT_DIR / f"{stem}.json", report)
 
 
 # -- cli ---------------------------------------------------------------------------------------
