@@ -6,7 +6,7 @@ random-action sampler) and the clock, never the backend. Which backend runs an e
 decided in one place, slm_lab.env.registry.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -114,6 +114,39 @@ class EnvBackend(Protocol):
         """The frames per second of real time that `frames` show."""
 
     def close(self) -> None: ...
+
+
+class FrameSink(Protocol):
+    """Where a replay's frames go (slm_lab.experiment.video.Video)."""
+
+    def add(self, frames: Sequence[np.ndarray]) -> None: ...
+
+
+def play_episodes(
+    env: EnvBackend,
+    act: Callable[[np.ndarray], np.ndarray],
+    episodes: int,
+    recording: FrameSink | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step `env` (`record_episodes` on, its episodes started) with `act` until every sub-env has
+    ended its share of `episodes` (`episode_quota`; a sub-env whose episodes never end, with no
+    time limit, is waited for); returns those episodes' returns (the env's own, unnormalized) and
+    lengths, in the order they ended. Each step's frames go to `recording` (one env): the last
+    episode's end resets the env, and that first frame of an episode not replayed is left out."""
+    targets = episode_quota(episodes, env.info.num_envs)
+    counts = np.zeros_like(targets)
+    returns, lengths = [], []
+    while (counts < targets).any():
+        env.step(act(env.obs))
+        for finished in env.pop_episodes():
+            kept = counts[finished.envs] < targets[finished.envs]
+            counts[finished.envs[kept]] += 1
+            returns.append(finished.returns[kept])
+            lengths.append(finished.lengths[kept])
+        if recording is not None:
+            frames = env.frames()
+            recording.add(frames if (counts < targets).any() else frames[:-1])
+    return np.concatenate(returns), np.concatenate(lengths)
 
 
 class BackendModule(Protocol):

@@ -6,11 +6,11 @@ one-session trial and enjoy.
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from slm_lab.env.backend import EnvBackend, episode_quota
+from slm_lab.env.backend import play_episodes
 from slm_lab.env.clock import Clock
 from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.checkpointer import Checkpointer
@@ -20,10 +20,6 @@ from slm_lab.lib import io, util
 from slm_lab.lib.config import SpecError
 from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
-
-if TYPE_CHECKING:  # torch loads where a session runs, imageio for a recorded replay only
-    from slm_lab.agent.agent import Agent
-    from slm_lab.experiment.video import Video
 
 ENJOY_TRIAL_INDEX = 10**6  # enjoy seeds its env apart from every training session
 GRAPHS_MODULE = "matplotlib.figure"
@@ -160,10 +156,10 @@ def enjoy(
             path = out / f"{VIDEO_NAME}{video.video_suffix()}"
             with video.video_file(path, env.frame_rate) as recording:
                 recording.add(env.frames())
-                returns, lengths = play(env, agent, episodes, recording)
+                returns, lengths = play_episodes(env, agent.act, episodes, recording)
             result = {"video": str(path), "video_frames": recording.frames}
         else:
-            returns, lengths = play(env, agent, episodes)
+            returns, lengths = play_episodes(env, agent.act, episodes)
     finally:
         env.close()
     result = {
@@ -177,30 +173,3 @@ def enjoy(
     }
     io.write_json(result, out / "enjoy_metrics.json")
     return result
-
-
-def play(
-    env: EnvBackend,
-    agent: "Agent",
-    episodes: int,
-    recording: "Video | None" = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Step `env` (`record_episodes` on) with `agent` until every sub-env has ended its share of
-    `episodes` (`episode_quota`; a sub-env whose episodes never end, with no time limit, is
-    waited for); returns those episodes' returns and lengths, in the order they ended. Each
-    step's frames go to `recording` (one env): the last episode's end resets the env, and that
-    first frame of an episode not replayed is left out."""
-    targets = episode_quota(episodes, env.info.num_envs)
-    counts = np.zeros_like(targets)
-    returns, lengths = [], []
-    while (counts < targets).any():
-        env.step(agent.act(env.obs))
-        for finished in env.pop_episodes():
-            kept = counts[finished.envs] < targets[finished.envs]
-            counts[finished.envs[kept]] += 1
-            returns.append(finished.returns[kept])
-            lengths.append(finished.lengths[kept])
-        if recording is not None:
-            frames = env.frames()
-            recording.add(frames if (counts < targets).any() else frames[:-1])
-    return np.concatenate(returns), np.concatenate(lengths)

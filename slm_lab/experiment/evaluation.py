@@ -26,7 +26,7 @@ import torch
 
 from slm_lab.agent.agent import Agent, rng_state, set_rng_state
 from slm_lab.agent.net.config import env_seq_len
-from slm_lab.env.backend import EnvBackend, episode_quota
+from slm_lab.env.backend import EnvBackend, play_episodes
 from slm_lab.env.clock import Clock
 from slm_lab.env.registry import backend_module
 from slm_lab.env.vectorization import session_cpus
@@ -86,6 +86,7 @@ class Evaluation:
                 cpus=session_cpus(spec.meta.max_session),
             )
         self.env.set_obs_stats(None, frozen=True)
+        self.env.record_episodes()
         self.rows: list[dict[str, float]] = []
         self.next_frame = self.frequency
 
@@ -103,7 +104,9 @@ class Evaluation:
         self.env.set_obs_stats(self.train_env.obs_stats(), frozen=True)
         seed = evaluation_seed(self.session_seed, clock.frame)
         with seeded(seed), self.agent.evaluating(self.env.info, self.greedy):
-            total_reward = float(self.play(seed).mean())
+            self.env.reset(seed)
+            returns, _ = play_episodes(self.env, self.agent.act, self.episodes)
+            total_reward = float(returns.mean())
         recent = [r["total_reward"] for r in self.rows[-(MetricsTracker.MA_WINDOW - 1) :]]
         row["total_reward"] = total_reward
         row["total_reward_ma"] = float(np.mean([*recent, total_reward]))
@@ -111,28 +114,6 @@ class Evaluation:
         self.rows.append(row)
         self.next_frame = (clock.frame // self.frequency + 1) * self.frequency
         return row
-
-    def play(self, seed: int) -> np.ndarray:
-        """The returns of `self.episodes` whole episodes from a reset with `seed`, each sub-env
-        playing its share: sub-env i counts its first (episodes + i) // num_envs episodes and no
-        more (`episode_quota`)."""
-        env, act = self.env, self.agent.act
-        num_envs = env.info.num_envs
-        targets = episode_quota(self.episodes, num_envs)
-        counts = np.zeros(num_envs, dtype=int)
-        episode_returns = np.zeros(num_envs)
-        returns = []
-        env.reset(seed)
-        while (counts < targets).any():
-            t = env.step(act(env.obs))
-            episode_returns += t.rewards
-            dones = t.terminateds | t.truncateds
-            if dones.any():
-                counted = dones & (counts < targets)
-                returns.append(episode_returns[counted])
-                counts += counted
-                episode_returns[dones] = 0.0
-        return np.concatenate(returns)
 
     def state_dict(self) -> dict[str, Any]:
         return {"rows": [dict(r) for r in self.rows], "next_frame": self.next_frame}

@@ -34,8 +34,8 @@ from loguru import logger
 
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.net import net_util
-from slm_lab.env.backend import FinishedEpisodes
-from slm_lab.experiment import analysis, checkpointer, control, stop
+from slm_lab.env.backend import FinishedEpisodes, play_episodes
+from slm_lab.experiment import analysis, checkpointer, stop
 from slm_lab.experiment import session as session_module
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 from slm_lab.experiment.pool import SessionTask
@@ -430,10 +430,9 @@ class UnevenEpisodes:
         return finished
 
 
-def test_play_counts_each_sub_env_s_first_episodes_not_the_episodes_that_end_first() -> None:
-    """enjoy's episodes: sub-env i its first (episodes + i) // num_envs, as evaluations count."""
-    agent = SimpleNamespace(act=lambda obs: np.zeros(len(obs)))
-    returns, lengths = control.play(UnevenEpisodes(4), agent, 6)
+def test_play_episodes_counts_each_sub_env_s_first_episodes_not_the_first_to_end() -> None:
+    """enjoy's and evaluations' episodes: sub-env i its first (episodes + i) // num_envs."""
+    returns, lengths = play_episodes(UnevenEpisodes(4), lambda obs: np.zeros(len(obs)), 6)
     # sub-envs 0 and 1 play 1 episode each, 2 and 3 their first 2 (returns 3, 13 and 4, 14);
     # the first 6 to end would be sub-env 0's first four and sub-env 1's first two
     assert sorted(returns.tolist()) == [1.0, 2.0, 3.0, 4.0, 13.0, 14.0]
