@@ -212,8 +212,16 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 def slm_lab_spec(work: Work, frames: int, seed: int, precision: Precision) -> dict[str, Any]:
     """The comparison's spec, its nets at `precision` (SB3 has float32 only)."""
     spec = work.comparison.slm_lab_spec(frames, seed)
-    spec["agent"]["net"]["precision"] = precision.value
+    if precision is not Precision.float32:  # the float32 spec stays as earlier reports have it
+        spec["agent"]["net"]["precision"] = precision.value
     return spec
+
+
+def native_bf16() -> bool:
+    """Whether this CPU has bfloat16 arithmetic (AVX512-BF16 or AMX); without it bf16-mixed is
+    emulated and slower than float32 (read torch-free: this parent stays small)."""
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def run_slm_lab(work: Work, frames: int, seed: int, precision: Precision) -> dict[str, Any]:
@@ -329,6 +337,7 @@ def pairs(
         "pairs": pairs,
         "frames_scale": frames_scale,
         "slm_lab_precision": precision.value,
+        "native_bf16": native_bf16(),
         "works": {},
     }
     for work_name in [only] if only else DEFAULT_WORKS:

@@ -3,7 +3,8 @@
 A backend steps `num_envs` envs together and returns one `Transition` per vector step. The
 session owns it; an agent gets only its `EnvInfo` (spaces, `num_envs`, the observation dtype, a
 random-action sampler) and the clock, never the backend. Which backend runs an env id is
-decided in one place, slm_lab.env.registry.
+decided in one place, slm_lab.env.registry. `play_episodes` plays whole episodes on a backend
+(evaluations and `enjoy`).
 """
 
 from collections.abc import Callable, Sequence

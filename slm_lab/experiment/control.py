@@ -118,7 +118,7 @@ def enjoy(
 ) -> dict[str, Any]:
     """Replay the best checkpoint of a session without training; writes to its own folder.
     Its returns are `episodes` whole episodes on min(num_envs, episodes) sub-envs (one with
-    `record`), each playing its share (`play`). `render` shows the env in a window; `record`
+    `record`), each playing its share (`play_episodes`). `render` shows the env in a window; `record`
     writes a video of the episodes there (`VIDEO_NAME`.mp4, or .gif without ffmpeg), played one
     after another on one env, each from its reset frame to its last step's (T + 1 frames for T
     steps)."""
@@ -132,7 +132,7 @@ def enjoy(
     model = io.load_torch(model_path)
     if record:  # one env: the video shows each episode whole
         env_config = dataclasses.replace(spec.env, num_envs=1, vectorization_mode="sync")
-    else:  # no more sub-envs than episodes: each plays its share (`play`)
+    else:  # no more sub-envs than episodes: each plays its share (`play_episodes`)
         env_config = dataclasses.replace(spec.env, num_envs=min(spec.env.num_envs, episodes))
     spec = dataclasses.replace(spec, env=env_config)
     seed = session_seed(spec.meta.random_seed, ENJOY_TRIAL_INDEX, session)  # fresh episodes

@@ -2,9 +2,10 @@
 `meta.eval_frequency` frames (default: log_frequency) and at the end of the run.
 
 An evaluation plays on an env of its own, built from the spec's env section (at most
-rigorous_eval sub-envs, no reward transforms nor life-loss terminals: it measures the raw returns
-of whole episodes, on Atari whole games), with its observation normalizer frozen at the training
-normalizer's statistics. The agent acts in evaluation mode (`Agent.evaluating`): schedules at
+rigorous_eval sub-envs), with its observation normalizer frozen at the training normalizer's
+statistics. Its returns are the env's own (RecordEpisodeStatistics, below every reward transform)
+of whole episodes, on Atari whole games; the reward transforms and life-loss terminals, which
+change nothing measured, are left off. The agent acts in evaluation mode (`Agent.evaluating`): schedules at
 their end values, no memory writes, no training, greedy actions when `meta.eval_greedy`. Its row:
 where the training clock stood, `total_reward` the mean return of its episodes, `total_reward_ma`
 the mean of total_reward over the last 100 evaluations, and the agent's metrics as the training

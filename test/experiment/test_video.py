@@ -126,12 +126,12 @@ def test_enjoy_record_without_ffmpeg_writes_a_gif(
 def test_a_replay_that_fails_leaves_no_video_nor_folder(
     video_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def failing_play(env: Any, agent: Any, episodes: int, recording: Any) -> None:
-        env.step(agent.act(env.obs))
+    def failing_play(env: Any, act: Any, episodes: int, recording: Any) -> None:
+        env.step(act(env.obs))
         recording.add(env.frames())
         raise RuntimeError("the env broke")
 
-    monkeypatch.setattr(control, "play", failing_play)
+    monkeypatch.setattr(control, "play_episodes", failing_play)
     _, run_dir = video_run
     result, out = enjoy(run_dir.parent.parent, f"enjoy@{run_dir}", "--record")
     assert isinstance(result.exception, RuntimeError)
