@@ -207,10 +207,17 @@ class LoadedSpec:
     overrides: dict[str, Any]
 
 
-def split_sets(spec_file: str, sets: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """-s KEY=VALUE: (the ${KEY} placeholders the file has, the rest: spec paths to set)."""
-    text = find_spec_file(spec_file).read_text()
-    placeholders = {k: v for k, v in sets.items() if f"${{{k}}}" in text}
+def split_sets(
+    spec_file: str, spec_name: str, sets: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """-s KEY=VALUE: (the ${KEY} placeholders the named spec has, the rest: spec paths to set).
+    A placeholder of another spec in the same file is not this one's: -s max_frame=... on a spec
+    with its own budget is a mistake, not a no-op."""
+    if not sets:
+        return {}, {}
+    spec = read_spec_file(spec_file, template=True).get(spec_name)
+    names = set(unresolved_vars(spec)) if isinstance(spec, dict) else set()
+    placeholders = {k: v for k, v in sets.items() if k in names}
     return placeholders, {k: v for k, v in sets.items() if k not in placeholders}
 
 
@@ -222,7 +229,7 @@ def apply_overrides(spec: dict[str, Any], overrides: dict[str, str]) -> dict[str
         keys = path.split(".")
         if len(keys) == 1 or not all(keys):
             raise SpecError(
-                f"-s {path}={text}: the spec file has no ${{{path}}} and {path!r} is not a spec path{_path_hint(spec, path)}"
+                f"-s {path}={text}: the spec has no ${{{path}}} and {path!r} is not a spec path{_path_hint(spec, path)}"
             )
         node: Any = spec
         for depth, k in enumerate(keys[:-1]):
@@ -279,7 +286,7 @@ def load_spec(
     """Read a spec, fill its ${placeholders} and set the spec paths `sets` name (both from -s,
     as text) and those `values` name (typed: the CLI's shortcut options), normalize and
     validate it; its name gets the env's suffix when -s changed the env."""
-    placeholders, paths = split_sets(spec_file, sets or {})
+    placeholders, paths = split_sets(spec_file, spec_name, sets or {})
     spec = _spec_from_file(spec_file, spec_name, placeholders, template=False)
     overrides = apply_overrides(spec, paths)
     if values:
@@ -307,7 +314,7 @@ def check_spec(
     A template's placeholders are validated as far as they can be: a placeholder stands for a
     number where the key takes one, and an unfilled env name skips the checks that need the env.
     """
-    placeholders, paths = split_sets(spec_file, variables or {})
+    placeholders, paths = split_sets(spec_file, spec_name, variables or {})
     spec = _spec_from_file(spec_file, spec_name, placeholders, template=True)
     apply_overrides(spec, paths)
     missing = unresolved_vars(spec)

@@ -92,11 +92,11 @@ def test_set_env_name_changes_the_env_and_the_run_name(in_tmp: Path) -> None:
     [
         (
             ["max_frame=2e4"],
-            "-s max_frame=2e4: the spec file has no ${max_frame} and 'max_frame' is not a spec path; did you mean env.max_frame?",
+            "-s max_frame=2e4: the spec has no ${max_frame} and 'max_frame' is not a spec path; did you mean env.max_frame?",
         ),
         (
             ["env=Acrobot-v1"],
-            "-s env=Acrobot-v1: the spec file has no ${env} and 'env' is not a spec path; did you mean env.name?",
+            "-s env=Acrobot-v1: the spec has no ${env} and 'env' is not a spec path; did you mean env.name?",
         ),
         (
             ["agent.net.lr_scheduler_spec.frame=100"],

@@ -32,6 +32,22 @@ def test_run_name_without_env_var_is_the_spec_name(tmp_path: Path) -> None:
     assert spec_util.get_spec(str(path), SPEC_NAME)["name"] == SPEC_NAME
 
 
+def test_a_placeholder_of_another_spec_in_the_file_is_not_this_spec_s(tmp_path: Path) -> None:
+    """-s max_frame=... on a spec with its own budget, beside a template that has ${max_frame},
+    is an error naming the key to set, not a silent no-op."""
+    template, full = make_spec("ppo"), make_spec("ppo")
+    template["env"]["max_frame"] = "${max_frame}"
+    path = write_spec_file(tmp_path / "two.json", {"ppo_template": template, "ppo_full": full})
+    sets = {"max_frame": "1e6"}
+    assert spec_util.get_spec(str(path), "ppo_template", sets)["env"]["max_frame"] == 1_000_000
+    with pytest.raises(
+        SpecError, match=r"-s max_frame=1e6: the spec has no \$\{max_frame\}.*env\.max_frame"
+    ):
+        spec_util.get_spec(str(path), "ppo_full", sets)
+    with pytest.raises(SpecError, match=r"did you mean env\.max_frame"):
+        spec_util.check_spec(str(path), "ppo_full", sets)
+
+
 @pytest.mark.parametrize(
     ("env", "suffix"),
     [
@@ -146,9 +162,9 @@ def template_env(path: Path) -> tuple[str, str]:
 def test_shipped_specs_validate(path: Path) -> None:
     env, suffix = template_env(path)
     template_vars = {"env": env, "max_frame": "1e5"}  # the shipped templates' ${vars}
-    text = path.read_text()
-    variables = {k: v for k, v in template_vars.items() if f"${{{k}}}" in text}
-    for name in json.loads(text):
+    for name, raw in json.loads(path.read_text()).items():
+        text = json.dumps(raw)  # a file's templates and full specs have their own ${vars}
+        variables = {k: v for k, v in template_vars.items() if f"${{{k}}}" in text}
         spec = spec_util.get_spec(str(path), name, variables)
         assert spec["name"] == (f"{name}_{suffix}" if "env" in variables else name)
         assert isinstance(spec["env"]["max_frame"], int | float) and spec["env"]["max_frame"] > 0
@@ -158,8 +174,8 @@ def test_shipped_specs_validate(path: Path) -> None:
 def test_shipped_schedules_follow_max_frame(path: Path) -> None:
     """No shipped schedule is written in absolute frames that a longer or shorter run would
     leave behind: at half and three times each spec's max_frame, none warns."""
-    text = path.read_text()
-    for name, raw in json.loads(text).items():
+    for name, raw in json.loads(path.read_text()).items():
+        text = json.dumps(raw)
         env = raw["env"]["name"] if "${env}" not in text else template_env(path)[0]
         max_frame = raw["env"]["max_frame"] if "${max_frame}" not in text else 1e5
         for frames in (max_frame / 2, max_frame * 3):
