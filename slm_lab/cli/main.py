@@ -607,18 +607,23 @@ def check(
             if spec_name
             else list(spec_util.read_spec_file(spec_file, variables, template=True))
         )
+        # a whole file: -s KEY fills the specs with ${KEY}; the file's others leave it out
+        placeholders = spec_util.file_placeholders(spec_file) if not spec_name else {}
     except SpecError as e:
         _fail(str(e))
+    file_vars = set().union(*placeholders.values())
     syntax_only = not full_install()  # validation skips the env's spaces (no Gymnasium)
     failed = 0
     for name in names:
+        unused = sorted(file_vars & variables.keys() - placeholders.get(name, set()))
+        sets = {k: v for k, v in variables.items() if k not in unused}
         try:
-            missing = spec_util.check_spec(spec_file, name, variables)
+            missing = spec_util.check_spec(spec_file, name, sets)
         except SpecError as e:
             failed += 1
             typer.echo(f"error: {name}: {e}", err=True)
             continue
-        notes = []
+        notes = [f"no ${{{k}}}: -s {k} not used" for k in unused]
         if missing:
             notes.append("template: run it with " + " ".join(f"-s {var}=VALUE" for var in missing))
         if syntax_only:

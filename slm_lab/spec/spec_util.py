@@ -221,6 +221,14 @@ def split_sets(
     return placeholders, {k: v for k, v in sets.items() if k not in placeholders}
 
 
+def file_placeholders(spec_file: str) -> dict[str, set[str]]:
+    """{spec name: the ${vars} it has} of every spec in a file."""
+    return {
+        name: set(unresolved_vars(spec)) if isinstance(spec, dict) else set()
+        for name, spec in read_spec_file(spec_file, template=True).items()
+    }
+
+
 def apply_overrides(spec: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:
     """Set each dotted spec path to its value (read as YAML: 3e-4, true, null, [64, 64] and
     {name: Adam} are a number, a bool, null, a list and a mapping); returns the parsed values."""

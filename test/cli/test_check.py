@@ -372,6 +372,29 @@ def test_template_filled_with_set_is_a_plain_spec(in_tmp: Path) -> None:
     ]
 
 
+def test_a_var_of_another_spec_in_the_file(in_tmp: Path) -> None:
+    """-s max_frame beside a template with ${max_frame}: a whole-file check fills the template
+    and says the full spec leaves it out; a run of the full spec refuses it in one line."""
+    full = make_spec("ppo")
+    path = write_spec_file(in_tmp / "t.json", {"tpl": template_spec(), "full": full})
+    result = invoke(["check", str(path), "-s", "env=Acrobot-v1", "-s", "max_frame=1e3"])
+    assert (result.exit_code, result.stdout.splitlines()) == (
+        0,
+        [
+            "ok: tpl",
+            "ok: full (no ${env}: -s env not used; no ${max_frame}: -s max_frame not used)",
+        ],
+    )
+    for command in (["check", str(path), "full"], ["run", str(path), "full", "dev"]):
+        result = invoke([*command, "-s", "max_frame=1e3"])
+        assert (result.exit_code, result.stdout) == (2, "")
+        assert result.stderr.splitlines()[-1].endswith(
+            "-s max_frame=1e3: the spec has no ${max_frame} and 'max_frame' is not a spec path; "
+            "did you mean env.max_frame?"
+        )
+    assert not (in_tmp / "data").exists()  # nothing half-written
+
+
 # a net's optimizer, LR scheduler and loss arguments are those their torch classes take
 TORCH_ARGUMENTS: list[tuple[str, str]] = [
     ("agent.net.actor_optim_spec.lrr=3e-4", "agent.net.actor_optim_spec.lrr: Adam takes no argument lrr; did you mean lr?"),
