@@ -118,10 +118,10 @@ def enjoy(
 ) -> dict[str, Any]:
     """Replay the best checkpoint of a session without training; writes to its own folder.
     Its returns are `episodes` whole episodes on min(num_envs, episodes) sub-envs (one with
-    `record`), each playing its share (`play_episodes`). `render` shows the env in a window; `record`
-    writes a video of the episodes there (`VIDEO_NAME`.mp4, or .gif without ffmpeg), played one
-    after another on one env, each from its reset frame to its last step's (T + 1 frames for T
-    steps)."""
+    `record`), each playing its share (`play_episodes`). `render` shows the env in a window;
+    `record` writes a video of the episodes there (`VIDEO_NAME`.mp4, or .gif without ffmpeg),
+    played one after another on one env, each from its reset frame to its last step's (T + 1
+    frames for T steps)."""
     from slm_lab.experiment.session import build, session_seed  # torch: only where it acts
 
     model_path = Checkpointer(RunLayout(root, spec.name), trial, session).model_path()

@@ -5,11 +5,11 @@ An evaluation plays on an env of its own, built from the spec's env section (at 
 rigorous_eval sub-envs), with its observation normalizer frozen at the training normalizer's
 statistics. Its returns are the env's own (RecordEpisodeStatistics, below every reward transform)
 of whole episodes, on Atari whole games; the reward transforms and life-loss terminals, which
-change nothing measured, are left off. The agent acts in evaluation mode (`Agent.evaluating`): schedules at
-their end values, no memory writes, no training, greedy actions when `meta.eval_greedy`. Its row:
-where the training clock stood, `total_reward` the mean return of its episodes, `total_reward_ma`
-the mean of total_reward over the last 100 evaluations, and the agent's metrics as the training
-row has them.
+change nothing measured, are left off. The agent acts in evaluation mode (`Agent.evaluating`):
+schedules at their end values, no memory writes, no training, greedy actions when
+`meta.eval_greedy`. Its row: where the training clock stood, `total_reward` the mean return of its
+episodes, `total_reward_ma` the mean of total_reward over the last 100 evaluations, and the
+agent's metrics as the training row has them.
 
 Training goes on exactly as without evaluation: the global RNG states (torch, CUDA, numpy,
 Python) are restored afterwards and the training env is never stepped. Each evaluation seeds its
