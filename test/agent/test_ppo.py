@@ -131,6 +131,52 @@ def test_normalize_advs(normalize_advs: bool | None) -> None:
         assert loss == pytest.approx(0.0, abs=1e-5)
 
 
+@pytest.mark.parametrize("recompute_advs", [False, True])
+def test_recompute_advs_takes_the_critic_each_epoch_starts_with(recompute_advs: bool) -> None:
+    """With recompute_advs each epoch after the first trains on advantages computed from the
+    critic as the previous epoch left it; without it every epoch trains on the rollout's."""
+    algo = build(
+        num_envs=2,
+        time_horizon=8,
+        minibatch_size=4,
+        training_epoch=3,
+        recompute_advs=recompute_advs,
+    )
+    fill(algo)
+    batch = algo.memory.sample(algo.device)
+    algo.memory.sample = lambda device: batch
+    T, N = batch.rewards.shape
+    obs = flat(batch.obs).float()
+    computed: list[tuple[torch.Tensor, ...]] = []  # (V(s_t) given, critic's V now, advs)
+    calc = algo.calc_advs_v_targets
+
+    def recording(batch_: Any, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        advs, v_targets = calc(batch_, values)
+        with torch.no_grad():
+            critic_now = algo.denorm_v(algo.nets.value(obs)).view(T, N)
+        computed.append((values.clone(), critic_now, flat(advs).clone()))
+        return advs, v_targets
+
+    trained_advs: list[torch.Tensor] = []  # each minibatch's advantages as computed
+    normalize_advs = algo.normalize_advs
+
+    def recording_advs(advs: torch.Tensor) -> torch.Tensor:
+        trained_advs.append(advs.clone())
+        return normalize_advs(advs)
+
+    algo.calc_advs_v_targets, algo.normalize_advs = recording, recording_advs
+    algo.train()
+    assert len(computed) == (3 if recompute_advs else 1)
+    for values, critic_now, _ in computed:
+        torch.testing.assert_close(values, critic_now)  # the critic of that moment
+    if recompute_advs:  # the critic moved between epochs, and so did the advantages
+        assert not torch.allclose(computed[0][2], computed[1][2])
+    per_epoch = [torch.cat(trained_advs[i : i + 4]).sort().values for i in (0, 4, 8)]
+    for epoch, advs in enumerate(per_epoch):
+        expected = computed[epoch if recompute_advs else 0][2]
+        torch.testing.assert_close(advs, expected.sort().values)
+
+
 PRIMED_PERCENTILES = (-2.0, 3.0)  # P5 and P95 before the step: a scale above 1 after it
 
 

@@ -124,6 +124,10 @@ class PPOConfig(ActorCriticConfig):
     target_kl: float | None = key(
         None, "stop an update's epochs once the approximate KL passes it", gt=0
     )
+    recompute_advs: bool = key(
+        False,
+        "before each epoch after the first, compute the advantages and value targets again from the critic as it is then (Tianshou's recompute_advantage)",
+    )
     normalize_advantages: Literal["standardize", "percentile"] | None = key(
         None,
         "per minibatch: standardize (the default), or percentile: A / max(1, P95 - P5), P5 and P95 moving averages of the advantages' 5th and 95th percentiles, updated every minibatch, as SLM Lab v5 (not DreamerV3's percentiles of returns, per batch)",

@@ -30,7 +30,12 @@ Each training call uses one batch of `time_horizon x num_unrolls` steps from eve
        and CleanRL do (CleanRL's unclipped path has the 1/2 too; v5's has not), so a
        `val_loss_coef` copied from a v5 spec means the same here
        loss = policy_loss - entropy_coef * H + val_loss_coef * val_loss
-     stopping early when the approximate KL, E[(ratio - 1) - log ratio] over the epoch's last
+     With `recompute_advs` each epoch after the first starts by computing A and V_target again,
+     with the critic as the last epoch left it (a no-grad pass over the batch for V(s_t) and
+     V(s_{t+1}); Tianshou's recompute_advantage, recommended by Andrychowicz et al. 2021); the
+     value normalizer is not updated again, so the critic's units stay the call's, and
+     clip_vloss clips around the values the batch was collected with.
+     Stopping early when the approximate KL, E[(ratio - 1) - log ratio] over the epoch's last
      minibatch, passes `target_kl` (if set).
 The metrics row has, for the training call:
   loss, policy_loss, value_loss (val_loss), entropy: means over its minibatches
@@ -49,7 +54,7 @@ import torch
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.agent.algorithm.config import PPOConfig
 from slm_lab.agent.algorithm.policy_gradient import flat
-from slm_lab.agent.memory.base import Transition
+from slm_lab.agent.memory.base import Batch, Transition
 from slm_lab.agent.net import net_util
 from slm_lab.lib.math_util import PercentileScale, explained_variance, normalize
 from slm_lab.lib.schedule import VarScheduler
@@ -164,13 +169,16 @@ class PPO(ActorCritic):
             self.v_rms.update(v_targets)
         v_targets = self.norm_v(v_targets)
         old_v_preds = self.norm_v(flat(values))  # the old predictions in the targets' (new) units
+        explained_var = explained_variance(old_v_preds, v_targets)  # the rollout's
 
         eps = self.clip_eps.val
         ent_coef = self.entropy_coef.val
         batch_size = obs.shape[0]
         mb_losses = []  # per minibatch: [loss, policy_loss, val_loss, entropy]
         mb_ratios = []  # per minibatch: (ratios, clipped_ratios, log_ratios)
-        for _ in range(config.training_epoch):
+        for epoch in range(config.training_epoch):
+            if epoch and config.recompute_advs:
+                advs, v_targets = self.current_advs_v_targets(batch, obs)
             for idx in minibatch_idxs(batch_size, config.minibatch_size, self.device):
                 mean, log_std, v_preds = self.nets.pdparam_value(obs.index_select(0, idx))
                 log_probs, entropy = self.log_prob_entropy(mean, log_std, actions[idx])
@@ -214,8 +222,19 @@ class PPO(ActorCritic):
             entropy=entropy,
             approx_kl=approx_kl(ratios, log_ratios),
             clip_frac=clip_frac(ratios, clipped_ratios),
-            explained_variance=explained_variance(old_v_preds, v_targets),
+            explained_variance=explained_var,
         )
+
+    def current_advs_v_targets(
+        self, batch: Batch, obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch's advantages and value targets (in the critic's units), flat, from the
+        critic as it is now."""
+        T, N = batch.rewards.shape
+        with torch.no_grad(), net_util.eval_mode(self.nets):
+            values = self.denorm_v(self.nets.value(obs)).view(T, N)
+            advs, v_targets = self.calc_advs_v_targets(batch, values)
+        return flat(advs), self.norm_v(flat(v_targets))
 
     def normalize_advs(self, advs: torch.Tensor) -> torch.Tensor:
         """A minibatch's advantages as the policy loss takes them (`normalize_advantages`)."""
