@@ -409,8 +409,18 @@ def test_critic_net_keys_are_checked(tmp_path: Path) -> None:
             "sac_lunar_continuous",
             marks=pytest.mark.box2d,
         ),
+        ("benchmark/sac/sac_cartpole.json", "sac_cartpole"),
+        ("benchmark/sac/sac_acrobot.json", "sac_acrobot"),
+        pytest.param("benchmark/sac/sac_lunar.json", "sac_lunar", marks=pytest.mark.box2d),
         ("benchmark/crossq/crossq_cartpole.json", "crossq_cartpole"),
         ("benchmark/crossq/crossq_pendulum.json", "crossq_pendulum"),
+        ("benchmark/crossq/crossq_acrobot.json", "crossq_acrobot"),
+        pytest.param("benchmark/crossq/crossq_lunar.json", "crossq_lunar", marks=pytest.mark.box2d),
+        pytest.param(
+            "benchmark/crossq/crossq_lunar_continuous.json",
+            "crossq_lunar_continuous",
+            marks=pytest.mark.box2d,
+        ),
     ],
 )
 def test_benchmark_specs_validate(path: str, name: str) -> None:
