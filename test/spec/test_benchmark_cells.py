@@ -92,3 +92,34 @@ def test_every_v5_cell_has_a_spec_at_v5_settings(algo: str, env: str, file: str)
     assert spec["env"]["max_frame"] == max_frame
     assert spec["meta"]["log_frequency"] == log_frequency
     assert spec["meta"]["max_session"] == 4
+
+
+def shipped_spec(file: str) -> dict:
+    """The one spec of a shipped file, as written (no defaults filled in)."""
+    [spec] = json.loads((BENCHMARK_DIR / file).read_text()).values()
+    return spec
+
+
+def without(spec: dict, section: str, *keys: str) -> dict:
+    """A copy of the spec with the keys taken out of agent.<section>."""
+    spec = json.loads(json.dumps(spec))
+    for key in keys:
+        spec["agent"][section].pop(key, None)
+    return spec
+
+
+PER_KEYS = ("name", "alpha", "epsilon", "beta", "beta_end_step")
+
+
+def test_ddqn_per_cartpole_is_dqn_cartpole_with_double_q_and_prioritized_replay() -> None:
+    """DDQN+PER on CartPole trains with dqn_cartpole's settings (lr falling from 4.4e-4 to 0,
+    target copied every 500 frames, the last 2e4 transitions, [256, 256], two steps per vector
+    step), which keep DQN's late episodes from falling back; only the algorithm and the
+    prioritized replay's own keys differ."""
+    dqn, ddqn = shipped_spec("dqn/dqn_cartpole.json"), shipped_spec("dqn/ddqn_per_cartpole.json")
+    assert ddqn["agent"]["name"] == ddqn["agent"]["algorithm"]["name"] == "DoubleDQN"
+    assert ddqn["agent"]["memory"]["name"] == "PrioritizedReplay"
+    for spec in (dqn, ddqn):
+        spec["agent"].pop("name")
+        spec["agent"]["algorithm"].pop("name")
+    assert without(ddqn, "memory", *PER_KEYS) == without(dqn, "memory", *PER_KEYS)
