@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx2  # huggingface_hub's HTTP client: its connection errors reach the caller as they are
+import httpx2  # huggingface_hub's HTTP client (declared): its connection errors reach us as they are
 from huggingface_hub import HfApi, RepoFolder, get_token, snapshot_download
 from huggingface_hub.errors import (
     HfHubHTTPError,
