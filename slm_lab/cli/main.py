@@ -671,7 +671,7 @@ def _hub_fail(error: Exception) -> NoReturn:
     _fail(str(error), 2 if isinstance(error, hub.HubSetupError) else 1)
 
 
-PATTERN_HELP = "a run folder name or part of one (substring), or a glob over the whole name (with * ? [), e.g. ppo_cartpole or 'ppo_*_2025_06_*'; a leading data/ is ignored"
+PATTERN_HELP = "a run folder name or part of one (substring), or a glob over the whole name (with * ? [; the whole name itself matches too), e.g. ppo_cartpole or 'ppo_*_2025_06_*'; a leading data/ is ignored"
 
 
 @app.command()
@@ -682,7 +682,8 @@ def push(
     ],
 ) -> None:
     """Upload a run folder to data/<its name>/ in the Hugging Face dataset repo HF_REPO (token:
-    HF_TOKEN, else hf auth login), less the full training state (*_ckpt-latest_state.pt)."""
+    HF_TOKEN, else hf auth login), less the full training state (*_ckpt-latest_state.pt) and
+    anything pickled (*.pkl, a search's Ray Tune state)."""
     from slm_lab.experiment.layout import is_run_dir, is_search_dir
     from slm_lab.lib import hub
 
@@ -726,7 +727,8 @@ def pull(
     data_dir: Annotated[Path, typer.Option(help="where the run folders go")] = Path("data"),
 ) -> None:
     """Download the run folders of the Hugging Face dataset repo HF_REPO that match a pattern
-    into data/; a folder already there is skipped, not overwritten."""
+    into data/, less any pickle or training state; a folder already there is skipped, not
+    overwritten."""
     from slm_lab.lib import hub
 
     try:
