@@ -2,7 +2,11 @@
 `run --upload-hf`, through the real huggingface_hub client against the stand-in Hub of
 hub_server.py on the loopback interface (the real Hub cannot be reached from here)."""
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -29,6 +33,8 @@ REPO = "me/slm-lab-runs"
 TOKEN = "hf_" + "StandInHubToken" * 2 + "0042"  # the shape of a real one
 PLAIN_TOKEN = "open-sesame-0042"  # not that shape: scrubbed because it is the one in use
 PPO = "ppo_cartpole"
+SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
+COMMAND_S = 60  # the longest a command against the stand-in may take
 DQN = "dqn_cartpole"
 
 
@@ -393,3 +399,46 @@ def test_a_folder_name_with_glob_characters_is_pulled_as_named(hub: StandIn, in_
     )
     assert folder_files(in_tmp / "data" / "run[1]") == {"a.txt": b"bracketed"}
     assert folder_files(in_tmp / "data" / "run1") == {"b.txt": b"plain"}
+
+
+@pytest.mark.subprocess
+def test_the_hub_stand_in_started_as_documented_takes_a_push_list_and_pull(in_tmp: Path) -> None:
+    """`python -m slm_lab.dev.hub_stand_in` prints the variables to export; slm-lab run with
+    them pushes, lists and pulls through it; Ctrl-C stops it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    stand_in = subprocess.Popen(
+        [sys.executable, "-m", "slm_lab.dev.hub_stand_in", "--repo", "me/tries"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        head, export = stand_in.stdout.readline(), stand_in.stdout.readline()
+        assert head.startswith("Hub stand-in at http://127.0.0.1:"), head + stand_in.stderr.read()
+        words = export.split()
+        assert words[0] == "export", export
+        hub_env = dict(word.split("=", 1) for word in words[1:])
+        assert set(hub_env) == {"HF_ENDPOINT", "HF_REPO", "HF_TOKEN"}
+        env |= hub_env | {"HF_HOME": str(in_tmp / "hf_home"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+        files = fake_run(in_tmp / "data", PPO)
+        folder = f"{PPO}_2025_06_01_120000"
+        outs = []
+        for args in (["push", f"data/{folder}"], ["list"], ["pull", PPO, "--data-dir", "other"]):
+            done = subprocess.run(
+                [SLM_LAB, *args],
+                cwd=in_tmp,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_S,
+            )
+            assert done.returncode == 0, done.stderr
+            outs.append(done.stdout)
+        assert outs[0].startswith(f"pushed data/{folder} to me/tries: {hub_env['HF_ENDPOINT']}/")
+        assert outs[1] == f"{folder}\n"
+        assert folder_files(in_tmp / "other" / folder) == shared(files)
+    finally:
+        stand_in.send_signal(signal.SIGINT)
+        stand_in.wait(timeout=COMMAND_S)
+    assert stand_in.returncode == 0
