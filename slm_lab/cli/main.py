@@ -890,6 +890,12 @@ def run_remote(
     detach: Annotated[
         bool, typer.Option(help="submit and return (follow it with: dstack attach --logs RUN_NAME)")
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            help="print the dstack call, the task's environment and command, and the task config; submit nothing (needs neither dstack nor HF_REPO/HF_TOKEN)"
+        ),
+    ] = False,
 ) -> None:
     """Run a spec on a cloud machine through dstack (dstack apply of a .dstack/ task config);
     the run uploads its folder to the Hugging Face dataset repo HF_REPO. Ctrl-C detaches."""
@@ -899,9 +905,14 @@ def run_remote(
 
     log_setup.setup("WARNING")
     try:
-        submission = remote.prepare(spec_file, spec_name, mode, set_ or [], name, gpu, detach)
+        submission = remote.prepare(
+            spec_file, spec_name, mode, set_ or [], name, gpu, detach, dry_run
+        )
     except (SpecError, remote.RemoteError) as e:
         _fail(str(e))
+    if dry_run:
+        typer.echo(remote.dry_run_text(submission))
+        return
     typer.echo(f"{' '.join(submission.command)}  # the run: {submission.remote_command}")
     code = remote.apply(submission)
     if code:
