@@ -464,7 +464,12 @@ def continued(spec: Spec, search_dir: Path) -> Plan:
     after those, up to meta.max_trial trials in all, are drawn anew."""
     layout = RunLayout(search_dir, spec.name)
     listed = read_table(spec, layout.partial_experiment_df)
-    rows = trial_rows(spec, search_dir, listed)
+    try:
+        rows = trial_rows(spec, search_dir, listed)
+    except (OSError, ValueError) as e:  # a trial folder with files missing or unreadable
+        raise SpecError(
+            f"{search_dir}: a trial that {layout.partial_experiment_df.name} lists as ended cannot be read ({type(e).__name__}: {e}); start a new search"
+        ) from None
     ended = tuple(
         Ended(t.index, t.status, t.values, row[METRIC]) for t, row in zip(listed, rows, strict=True)
     )

@@ -747,3 +747,82 @@ def test_a_trial_worker_and_the_driver_import_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[]", "False", "False"]
+
+
+def test_optuna_is_told_the_draws_behind_each_searched_value() -> None:
+    """undraw inverts draw: the search space run on the draws optuna_draws gives for a trial's
+    values gives those values again (a normal's to float precision)."""
+    import optuna
+
+    from slm_lab.experiment import search
+
+    spec = make_spec("ppo", random_seed=4)
+    spec["search"] = {
+        f"agent.algorithm.{case}__{case.split('_')[0]}": args
+        for case, (args, _, _) in RAY_TUNE_CASES.items()
+    }
+    typed = load(spec)
+    for values in suggestions(spec, 30):
+        params, distributions = search.optuna_draws(typed, values)
+        assert set(distributions) == set(values)
+        again = search.SearchSpace(typed.search)(optuna.trial.FixedTrial(params))
+        for path, value in values.items():
+            assert again[path] == pytest.approx(value, rel=1e-9), path
+    assert search.optuna_draws(typed, {**values, "agent.algorithm.choice": "absent"}) is None
+
+
+def test_a_stopped_search_continues_from_its_plain_files(tmp_path: Path) -> None:
+    """The plan of search@ from the partial table and the trial folders only: the listed
+    trials ended; an unlisted folder with its values restarts with them; one without (killed
+    before its record) gives its index to a new draw, as do the indices after. Optuna starts
+    from the ended trials and suggests the restarted one first, with its exact values."""
+    import optuna
+
+    from slm_lab.experiment import search
+    from slm_lab.spec import schema
+
+    spec = search_spec({GAMMA + "__randn": [0.97, 0.01]}, 5, 3)
+    typed = schema.load({**spec, "name": NAME}, NAME)
+    root = tmp_path / "search"
+    trial = {i: root / f"{NAME}_t{i}" for i in range(4)}
+    for folder in trial.values():
+        (folder / "info").mkdir(parents=True)
+    metrics = dict.fromkeys(TRIAL_METRICS, 1.0) | {"total_reward_ma": 21.5}
+    (trial[0] / "info" / f"{NAME}_t0_trial_metrics.json").write_text(json.dumps(metrics))
+    restarted = {GAMMA: 0.9712345678901234}
+    record = {"name": NAME, "run_info": {"mode": "search", "trial": 1, "values": restarted}}
+    (trial[1] / f"{NAME}_spec.json").write_text(json.dumps(record))
+    table = root / "experiment_df_so_far.csv"
+    table.write_text(
+        f"trial,status,{GAMMA},{','.join(TRIAL_METRICS)}\n"
+        f"0,completed,0.95,{','.join(['1.0'] * len(TRIAL_METRICS))}\n"
+        f"2,errored: {NAME}_t2_s0 failed: ValueError: bad,0.99,{',' * (len(TRIAL_METRICS) - 1)}\n"
+    )
+    plan = search.continued(typed, root)
+    assert [(t.index, t.status, t.values) for t in plan.ended] == [
+        (0, "completed", {GAMMA: 0.95}),
+        (2, f"errored: {NAME}_t2_s0 failed: ValueError: bad", {GAMMA: 0.99}),
+    ]
+    assert plan.ended[0].metric == 21.5 and math.isnan(plan.ended[1].metric)
+    assert (plan.restarts, plan.fresh, plan.order) == (((1, restarted),), (3, 4), (1, 3, 4))
+
+    searcher = search.searcher(typed, plan)
+    searcher.set_search_properties(None, None, {})
+    first, second = searcher.suggest("a"), searcher.suggest("b")
+    assert first == restarted  # to the bit
+    assert second != suggestions(spec, 1)[0]  # not the search's first draw again
+    told = searcher._ot_study.get_trials(deepcopy=False)[:2]
+    assert [(t.state, t.value) for t in told] == [
+        (optuna.trial.TrialState.COMPLETE, 21.5),
+        (optuna.trial.TrialState.FAIL, None),
+    ]
+
+    (trial[0] / "info" / f"{NAME}_t0_trial_metrics.json").unlink()
+    with pytest.raises(SpecError, match=r"a trial that experiment_df_so_far.csv lists as ended"):
+        search.continued(typed, root)
+    table.write_text("trial,state\n0,done\n")
+    with pytest.raises(SpecError, match=r"experiment_df_so_far.csv: not a table of this search"):
+        search.continued(typed, root)
+    table.write_text(f"trial,status,{GAMMA}\n0,finished,0.95\n")
+    with pytest.raises(SpecError, match=r"trial 0 has the status 'finished'"):
+        search.continued(typed, root)
