@@ -53,6 +53,7 @@ from slm_lab.experiment.search_trial import (
     WORST,
     TrialFailed,
     dir_index,
+    finite,
     run_trial,
 )
 from slm_lab.lib import io
@@ -66,6 +67,7 @@ TOP_TRIALS = 5  # rows of the closing table
 NORMAL_QUANTILE_EPS = 1e-10
 COMPLETED, STOPPED, ERRORED = "completed", "stopped early at frame", "errored:"
 STUDY = "slm_lab"  # the Optuna study's name (one per searcher, in memory)
+RESTART = "restart"  # the user attribute of an enqueued Optuna trial: the values to run it with
 # a continued search's searcher is seeded with the search's seed plus this times the trials it
 # already has, so that its first random draws are not the first ones of the search again
 RESUME_SEED_STEP = 1_000_003
@@ -73,8 +75,8 @@ RESUME_SEED_STEP = 1_000_003
 
 class SearchStopped(Exception):
     """The search was interrupted (Ctrl-C, SIGTERM: `signum`, None when Tune stopped on its
-    own) before every trial ended. `trials` has the rows of the trials
-    that had ended (trial_rows)."""
+    own) before every trial ended. `trials` has the rows of the trials that had ended
+    (trial_rows)."""
 
     def __init__(self, trials: list[dict[str, Any]], signum: int | None) -> None:
         super().__init__(f"{len(trials)} trials ended")
@@ -99,9 +101,6 @@ class SearchSpace:
         # a trial a continued search restarts: Optuna has its draws (enqueued), the values are
         # the ones it ran with, exactly (a normal's draw does not round-trip to the bit)
         return trial.user_attrs.get(RESTART, values)
-
-
-RESTART = "restart"  # the user attribute of an enqueued Optuna trial: the values to run it with
 
 
 def draw(p: SearchParam, trial: Any) -> Any:
@@ -172,7 +171,7 @@ def searcher(spec: Spec, plan: "Plan | None" = None) -> OptunaSearch:
         study.add_trial(
             optuna.trial.create_trial(
                 state=optuna.trial.TrialState.FAIL if errored else optuna.trial.TrialState.COMPLETE,
-                value=None if errored else finite_metric(t.metric),
+                value=None if errored else finite(t.metric),
                 params=params,
                 distributions=distributions,
             )
@@ -199,10 +198,6 @@ def optuna_draws(
     fixed = optuna.trial.FixedTrial(params)
     SearchSpace(spec.search)(fixed)
     return params, fixed.distributions
-
-
-def finite_metric(x: float) -> float:
-    return WORST if math.isnan(x) else float(x)
 
 
 # -- trials' folders -------------------------------------------------------------------------
