@@ -671,7 +671,7 @@ def _hub_fail(error: Exception) -> NoReturn:
     _fail(str(error), 2 if isinstance(error, hub.HubSetupError) else 1)
 
 
-PATTERN_HELP = "a run folder name or part of one (substring), or a glob over the whole name (with * ? [), e.g. ppo_cartpole or 'ppo_*_2025_06_*'; a leading data/ is ignored"
+PATTERN_HELP = "a run folder name or part of one (substring), or a glob over the whole name (with * ? [; the whole name itself matches too), e.g. ppo_cartpole or 'ppo_*_2025_06_*'; a leading data/ is ignored"
 
 
 @app.command()
@@ -682,7 +682,8 @@ def push(
     ],
 ) -> None:
     """Upload a run folder to data/<its name>/ in the Hugging Face dataset repo HF_REPO (token:
-    HF_TOKEN, else hf auth login), less the full training state (*_ckpt-latest_state.pt)."""
+    HF_TOKEN, else hf auth login), less the full training state (*_ckpt-latest_state.pt) and
+    anything pickled (*.pkl, a search's Ray Tune state)."""
     from slm_lab.experiment.layout import is_run_dir, is_search_dir
     from slm_lab.lib import hub
 
@@ -726,7 +727,8 @@ def pull(
     data_dir: Annotated[Path, typer.Option(help="where the run folders go")] = Path("data"),
 ) -> None:
     """Download the run folders of the Hugging Face dataset repo HF_REPO that match a pattern
-    into data/; a folder already there is skipped, not overwritten."""
+    into data/, less any pickle or training state; a folder already there is skipped, not
+    overwritten."""
     from slm_lab.lib import hub
 
     try:
@@ -888,6 +890,12 @@ def run_remote(
     detach: Annotated[
         bool, typer.Option(help="submit and return (follow it with: dstack attach --logs RUN_NAME)")
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            help="print the dstack call, the task's environment and command, and the task config; submit nothing (needs neither dstack nor HF_REPO/HF_TOKEN)"
+        ),
+    ] = False,
 ) -> None:
     """Run a spec on a cloud machine through dstack (dstack apply of a .dstack/ task config);
     the run uploads its folder to the Hugging Face dataset repo HF_REPO. Ctrl-C detaches."""
@@ -897,9 +905,14 @@ def run_remote(
 
     log_setup.setup("WARNING")
     try:
-        submission = remote.prepare(spec_file, spec_name, mode, set_ or [], name, gpu, detach)
+        submission = remote.prepare(
+            spec_file, spec_name, mode, set_ or [], name, gpu, detach, dry_run
+        )
     except (SpecError, remote.RemoteError) as e:
         _fail(str(e))
+    if dry_run:
+        typer.echo(remote.dry_run_text(submission))
+        return
     typer.echo(f"{' '.join(submission.command)}  # the run: {submission.remote_command}")
     code = remote.apply(submission)
     if code:

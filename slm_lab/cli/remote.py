@@ -4,7 +4,8 @@ The task configs in .dstack/ (cpu or gpu x train or search) run `uv run slm-lab 
 --upload-hf` in a checkout of this repository on the machine dstack provisions. This module picks
 the config, checks here what the remote run needs (a valid spec that the checkout holds, the
 Hugging Face repo its folder uploads to, the dstack client) and hands the run's arguments to
-`dstack apply` as the environment variables the configs name.
+`dstack apply` as the environment variables the configs name. A dry run (`dry_run_text`) shows
+all of it and submits nothing, without dstack or the Hugging Face variables.
 """
 
 import os
@@ -83,9 +84,11 @@ def prepare(
     run_name: str,
     gpu: bool,
     detach: bool,
+    dry_run: bool = False,
 ) -> Submission:
     """Check everything the remote run needs that can be checked here; raises SpecError (the
-    spec, as `slm-lab check` says it) or RemoteError."""
+    spec, as `slm-lab check` says it) or RemoteError. A dry run does not need HF_REPO, HF_TOKEN
+    nor the dstack client (dry_run_text says which are missing)."""
     if mode not in MODES:
         raise RemoteError(
             f"mode {mode!r}: run-remote runs train or search{did_you_mean(mode, MODES)} (dev, enjoy@ and train@ run here, with slm-lab run)"
@@ -104,11 +107,11 @@ def prepare(
         spec_util.check_search_spec(loaded.spec)
     remote_file = remote_spec_file(spec_file)
     missing = [var for var in HF_VARS if not os.environ.get(var)]
-    if missing:
+    if missing and not dry_run:
         raise RemoteError(
             f"{' and '.join(missing)} not set: the remote run uploads its folder to the Hugging Face dataset repo HF_REPO with the token HF_TOKEN (export HF_REPO=<user>/<dataset> HF_TOKEN=hf_...)"
         )
-    if shutil.which("dstack") is None:
+    if shutil.which("dstack") is None and not dry_run:
         raise RemoteError(
             "dstack: not found; install it with: uv sync --group dstack (then point it at your dstack server: https://dstack.ai/docs/quickstart)"
         )
@@ -120,6 +123,35 @@ def prepare(
         "SETS": shlex.join(arg for item in sets for arg in ("-s", item)),
     }
     return Submission(command + (["--detach"] if detach else []), env)
+
+
+def dry_run_text(submission: Submission) -> str:
+    """What a submission would do, for --dry-run: the `dstack apply` command and where it runs,
+    the variables the task gets (the token shown only as set or not), the command the machine
+    runs, and the task config submitted, as it is."""
+    config = submission.command[submission.command.index("-f") + 1]
+    hf = {var: os.environ.get(var) for var in HF_VARS}
+    shown = {
+        **submission.env,
+        "HF_REPO": hf["HF_REPO"] or "(not set: export it before submitting)",
+        "HF_TOKEN": "(set, not shown)"
+        if hf["HF_TOKEN"]
+        else "(not set: export it before submitting)",
+    }
+    dstack = (
+        "" if shutil.which("dstack") else " (dstack is not installed here: uv sync --group dstack)"
+    )
+    return "\n".join(
+        [
+            "dry run: nothing is submitted",
+            f"would run, in {ROOT_DIR}: {shlex.join(submission.command)}{dstack}",
+            "with the environment:",
+            *(f"  {k}={v}" for k, v in shown.items()),
+            f"the machine then runs: {submission.remote_command}",
+            f"the task config ({config}):",
+            (ROOT_DIR / config).read_text().rstrip("\n"),
+        ]
+    )
 
 
 def apply(submission: Submission) -> int:

@@ -6,22 +6,31 @@ A trial is a spec with the searched paths set (search_space.trial_spec), validat
 file, then run as `train` runs it, `max_session` seeds in parallel, in its own run folder
 `<search folder>/<name>_t<i>/`: search_trial.run_trial, in a Ray worker.
 
-The search folder holds the trials' folders, Tune's experiment state (`tune/`, what
-`search@<folder>` resumes), `log/` (the search log and Ray's own), and at the end the
-experiment table, its graph and the best trial's spec.
+The search folder holds the trials' folders, the table of the trials that have ended (the
+partial experiment table, rewritten as each one ends), Tune's working folder (`tune/`), `log/`
+(the search log and Ray's own), and at the end the experiment table, its graph and the best
+trial's spec.
+
+A run folder is data, never code: `search@<folder>` continues a search from its plain files
+only (the partial table, each trial's spec record), never from Tune's or Optuna's saved state,
+which is pickled (unpickling runs whatever code the file names). Tune's folder is cleared and
+never read back.
 """
 
 import csv
 import io as text_io
+import itertools
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import optuna
 from ray import tune
 from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import AsyncHyperBandScheduler
@@ -44,27 +53,30 @@ from slm_lab.experiment.search_trial import (
     WORST,
     TrialFailed,
     dir_index,
+    finite,
     run_trial,
 )
 from slm_lab.lib import io
 from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
 from slm_lab.spec.search_space import LOG_DISTS, SearchParam, quantize
+from slm_lab.spec.spec_util import SpecError
 
 TOP_TRIALS = 5  # rows of the closing table
 # randn draws through the normal's inverse CDF of a uniform in [EPS, 1 - EPS]: +-6.4 sd
 NORMAL_QUANTILE_EPS = 1e-10
-# how often Tune records the experiment's state (Tune's default is every 10 s or more: a search
-# killed in between resumed trials that had already finished)
-TUNE_STATE_SAVE_S = 1
-ENDED = ("TERMINATED", "ERROR")  # Tune's statuses of a trial that will not run again
 COMPLETED, STOPPED, ERRORED = "completed", "stopped early at frame", "errored:"
+STUDY = "slm_lab"  # the Optuna study's name (one per searcher, in memory)
+RESTART = "restart"  # the user attribute of an enqueued Optuna trial: the values to run it with
+# a continued search's searcher is seeded with the search's seed plus this times the trials it
+# already has, so that its first random draws are not the first ones of the search again
+RESUME_SEED_STEP = 1_000_003
 
 
 class SearchStopped(Exception):
     """The search was interrupted (Ctrl-C, SIGTERM: `signum`, None when Tune stopped on its
-    own) before every trial ended; Tune saved its state. `trials` has the rows of the trials
-    that had ended (see trials_so_far)."""
+    own) before every trial ended. `trials` has the rows of the trials that had ended
+    (trial_rows)."""
 
     def __init__(self, trials: list[dict[str, Any]], signum: int | None) -> None:
         super().__init__(f"{len(trials)} trials ended")
@@ -85,7 +97,10 @@ class SearchSpace:
     params: tuple[SearchParam, ...]
 
     def __call__(self, trial: Any) -> dict[str, Any]:
-        return {p.path: draw(p, trial) for p in self.params}
+        values = {p.path: draw(p, trial) for p in self.params}
+        # a trial a continued search restarts: Optuna has its draws (enqueued), the values are
+        # the ones it ran with, exactly (a normal's draw does not round-trip to the bit)
+        return trial.user_attrs.get(RESTART, values)
 
 
 def draw(p: SearchParam, trial: Any) -> Any:
@@ -118,21 +133,88 @@ def draw(p: SearchParam, trial: Any) -> Any:
     raise ValueError(f"{p.key}: unknown distribution")  # parse() admits none other
 
 
-def searcher(spec: Spec) -> OptunaSearch:
+def undraw(p: SearchParam, value: Any) -> Any:
+    """What Optuna draws (draw) for a searched value, to tell a continued search's Optuna the
+    trials that ended; clipped to the distribution's range (a quantized value may round past
+    it). None for a value the distribution cannot give (a record that does not fit the space)."""
+    a = p.args
+    if p.dist == "choice":
+        return next((i for i, option in enumerate(a) if option == value), None)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    match p.dist:
+        case "uniform" | "quniform" | "loguniform" | "qloguniform":
+            return min(max(float(value), a[0]), a[1])
+        case "randn" | "qrandn":
+            u = statistics.NormalDist(a[0], a[1]).cdf(value)
+            return min(max(u, NORMAL_QUANTILE_EPS), 1 - NORMAL_QUANTILE_EPS)
+    q, first, last = p.int_grid()
+    k = min(max(round(value / q), first), last)
+    return float(k) if p.dist in ("lograndint", "qlograndint") else k
+
+
+def searcher(spec: Spec, plan: "Plan | None" = None) -> OptunaSearch:
     """Optuna's TPE over the spec's search space, seeded by meta.random_seed: the same search
-    suggests the same trials."""
-    return OptunaSearch(SearchSpace(spec.search), METRIC, MODE, seed=spec.meta.random_seed)
+    suggests the same trials. Continuing a search (`plan`), Optuna's study starts with the
+    trials that ended (their values and metric: warm-started) and suggests first the ones it
+    restarts, with the values they had."""
+    space = SearchSpace(spec.search)
+    if plan is None or not (plan.ended or plan.restarts):
+        return OptunaSearch(space, METRIC, MODE, seed=spec.meta.random_seed)
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name=STUDY, direction="maximize")
+    for t in plan.ended:
+        if (draws := optuna_draws(spec, t.values)) is None:
+            continue  # values the space cannot give: the table keeps the trial, Optuna not
+        params, distributions = draws
+        errored = t.status.startswith(ERRORED)
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=optuna.trial.TrialState.FAIL if errored else optuna.trial.TrialState.COMPLETE,
+                value=None if errored else finite(t.metric),
+                params=params,
+                distributions=distributions,
+            )
+        )
+    for _, values in plan.restarts:
+        draws = optuna_draws(spec, values)
+        study.enqueue_trial(draws[0] if draws else {}, user_attrs={RESTART: values})
+    seed = spec.meta.random_seed
+    seed = (
+        None if seed is None else seed + RESUME_SEED_STEP * (len(plan.ended) + len(plan.restarts))
+    )
+    return OptunaSearch(space, METRIC, MODE, study_name=STUDY, storage=storage, seed=seed)
+
+
+def optuna_draws(
+    spec: Spec, values: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(Optuna's params, their distributions) behind a trial's searched values: undraw, then
+    the search space run on them (a FixedTrial records the distributions as draw asks for
+    them). None when a value does not fit its distribution."""
+    params = {p.path: undraw(p, values.get(p.path)) for p in spec.search}
+    if any(v is None for v in params.values()):
+        return None
+    fixed = optuna.trial.FixedTrial(params)
+    SearchSpace(spec.search)(fixed)
+    return params, fixed.distributions
 
 
 # -- trials' folders -------------------------------------------------------------------------
-def trial_dirname(trial: Any) -> str:
-    """Tune's folder of a trial: t<i>, i its 0-based creation order (Tune's experiment tag
-    starts with the 1-based count)."""
-    return f"t{int(trial.experiment_tag.split('_', 1)[0]) - 1}"
+@dataclass(frozen=True)
+class TrialNames:
+    """Tune's folder of each trial (trial_dirname_creator): t<i>, i the search's index of the
+    trial. Tune creates the trials in the order the searcher suggests them (its experiment tag
+    starts with the 1-based count): `indices` in that order (Plan.order)."""
+
+    indices: tuple[int, ...]
+
+    def __call__(self, trial: Any) -> str:
+        return f"t{self.indices[int(trial.experiment_tag.split('_', 1)[0]) - 1]}"
 
 
 def trial_index(trial: Any) -> int:
-    return dir_index(trial_dirname(trial))
+    return dir_index(trial.path)
 
 
 # -- the search (the driver) -----------------------------------------------------------------
@@ -192,9 +274,57 @@ class Progress(tune.Callback):
         logger.info(f"{self.tag(trial)} {word} | {METRIC}:{metric_text(result.get(METRIC, WORST))}")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        # the trial's local error file: the copy get_error() reads is not synced yet
-        error = Path(trial.error_file).read_text() if trial.error_file else ""
-        logger.error(f"{self.tag(trial)} {ERRORED} {error_line(error)}")
+        logger.error(f"{self.tag(trial)} {ERRORED} {error_line(error_text(trial))}")
+
+
+def error_text(trial: Any) -> str:
+    """A trial's error as Ray wrote it (a traceback), from its local error file (the copy
+    get_error() reads is not synced yet)."""
+    return Path(trial.error_file).read_text() if trial.error_file else ""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A trial that will not run again: its index, status (status_text), searched values, and
+    (read back by a continued search, for Optuna) its total_reward_ma."""
+
+    index: int
+    status: str
+    values: dict[str, Any]
+    metric: float = math.nan
+
+
+class Ledger(tune.Callback):
+    """The trials that have ended, old and new, each written to the partial experiment table as
+    it ends: what `search@` reads back, so a search stopped or killed at any point continues
+    from plain files. A trial that ends unfinished while a stop is requested was cut short by
+    it (its sessions got the signal too): not ended, a continued search restarts it. The table
+    written while trials run has the metrics of the completed trials only (one stopped early may
+    still be writing its last rows); the table of a stop or of the end has them all."""
+
+    def __init__(self, spec: Spec, search_dir: Path, ended: tuple[Ended, ...]) -> None:
+        self.spec, self.search_dir = spec, search_dir
+        self.ended = {t.index: t for t in ended}
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.add(trial, status_text(trial.last_result, None))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.add(trial, status_text(None, error_text(trial)))
+
+    def add(self, trial: Any, status: str) -> None:
+        if status != COMPLETED and stop.REQUEST.signum is not None:
+            return
+        index = trial_index(trial)
+        self.ended[index] = Ended(index, status, dict(trial.config))
+        rows = trial_rows(self.spec, self.search_dir, self.trials(), live=True)
+        io.write_text(
+            table_text(rows, self.spec),
+            RunLayout(self.search_dir, self.spec.name).partial_experiment_df,
+        )
+
+    def trials(self) -> list[Ended]:
+        return sorted(self.ended.values(), key=lambda t: t.index)
 
 
 class StartWatch(tune.Callback):
@@ -239,9 +369,8 @@ def run(
     layout = RunLayout(search_dir, spec.name)
     route_ray_logs(layout.ray_log)
     # Tune's per-trial CSV and TensorBoard files: the trial folders already hold the rows (its
-    # JSON results stay: the result grid reads them)
+    # JSON results stay, as plain records of what each trial reported)
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
-    os.environ["TUNE_GLOBAL_CHECKPOINT_S"] = str(TUNE_STATE_SAVE_S)
     # Ctrl-C and SIGTERM are handled as in a train run (stop.install): one request, however
     # many times it is delivered, ends the search through Tune's graceful stop
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
@@ -249,48 +378,47 @@ def run(
         tune.with_parameters(run_trial, spec=spec, search_dir=str(search_dir), log_level=log_level),
         {"cpu": spec.meta.trial_cpus, "gpu": spec.meta.trial_gpus},
     )
-    if resume:
-        tuner = tune.Tuner.restore(
-            str(layout.search_state),
-            trainable,
-            resume_unfinished=True,  # restarted from their first frame
-            resume_errored=False,  # an errored trial would fail the same way
-            restart_errored=False,
-        )
-    else:
-        scheduler = spec.meta.search_scheduler
-        tuner = tune.Tuner(
-            trainable,
-            tune_config=tune.TuneConfig(
-                search_alg=searcher(spec),
-                scheduler=None
-                if scheduler is None
-                else AsyncHyperBandScheduler(
-                    time_attr=TIME_ATTR,
-                    metric=METRIC,
-                    mode=MODE,
-                    max_t=spec.env.max_frame,
-                    grace_period=scheduler.grace_period,
-                    reduction_factor=scheduler.reduction_factor,
-                ),
-                num_samples=spec.meta.max_trial,
-                # as many trials started at once as run at once: Tune's default for a searcher
-                # is one pending trial, so each trial's worker booted only after the previous
-                # one was up (about 12 s apart on 2 cores)
-                max_concurrent_trials=concurrent_trials(spec),
-                trial_dirname_creator=trial_dirname,
-                reuse_actors=True,  # a trial's worker has Python, Ray Tune and its fork server up
+    plan = (
+        continued(spec, search_dir) if resume else Plan((), (), tuple(range(spec.meta.max_trial)))
+    )
+    if resume:  # Tune's folder of the earlier run: never read (pickles), a new Tuner writes it
+        for path in layout.search_state.glob("*"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    ledger = Ledger(spec, search_dir, plan.ended)
+    scheduler = spec.meta.search_scheduler
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher(spec, plan),
+            scheduler=None
+            if scheduler is None
+            else AsyncHyperBandScheduler(
+                time_attr=TIME_ATTR,
+                metric=METRIC,
+                mode=MODE,
+                max_t=spec.env.max_frame,
+                grace_period=scheduler.grace_period,
+                reduction_factor=scheduler.reduction_factor,
             ),
-            run_config=tune.RunConfig(
-                name=layout.search_state.name,
-                storage_path=str(search_dir),
-                callbacks=[Progress(spec.name), JsonLoggerCallback(), StartWatch()],
-                verbose=0,
-            ),
-        )
+            num_samples=len(plan.order),
+            # as many trials started at once as run at once: Tune's default for a searcher
+            # is one pending trial, so each trial's worker booted only after the previous
+            # one was up (about 12 s apart on 2 cores)
+            max_concurrent_trials=concurrent_trials(spec),
+            trial_dirname_creator=TrialNames(plan.order),
+            reuse_actors=True,  # a trial's worker has Python, Ray Tune and its fork server up
+        ),
+        run_config=tune.RunConfig(
+            name=layout.search_state.name,
+            storage_path=str(search_dir),
+            callbacks=[Progress(spec.name), ledger, JsonLoggerCallback(), StartWatch()],
+            verbose=0,
+        ),
+    )
     handlers = stop.install(pass_on=False, give_up=True, on_request=stop.ask_tune_to_stop)
     try:
-        grid = tuner.fit()
+        if plan.order:  # none when a search was killed as it finished
+            tuner.fit()
     except WorkersCannotStart:
         if not resume:  # no trial ran: nothing to resume
             shutil.rmtree(search_dir)
@@ -298,66 +426,136 @@ def run(
     finally:
         signum = stop.REQUEST.signum
         stop.restore(handlers)
-    # the state Tune saved: after a Ctrl-C the trials it cut short are still running there (the
-    # result grid says they terminated)
-    saved = saved_trials(layout)
-    if len(saved) < spec.meta.max_trial or any(t.status not in ENDED for t in saved):
-        so_far = trials_so_far(spec, search_dir, saved)
+    ended = ledger.trials()
+    if len(ended) < spec.meta.max_trial:
+        so_far = trial_rows(spec, search_dir, ended)
         io.write_text(table_text(so_far, spec), layout.partial_experiment_df)
         raise SearchStopped(so_far, signum)
-    return finish(spec, search_dir, [grid[i] for i in range(len(grid))], keep)
+    return finish(spec, search_dir, ended, keep)
 
 
-def saved_trials(layout: RunLayout) -> list[Any]:
-    """The trials as Tune last saved them in `search_dir`."""
-    return tune.ExperimentAnalysis(str(layout.search_state)).trials
+# -- continuing a search from its plain files ------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """The trials of a search to run: those that ended already (kept as they are), those it
+    restarts from their first frame with the values they had (index, values), and the indices
+    of the trials left to draw."""
+
+    ended: tuple[Ended, ...]
+    restarts: tuple[tuple[int, dict[str, Any]], ...]
+    fresh: tuple[int, ...]
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """The trials in the order Tune creates them: the restarted ones first (the searcher
+        suggests them first), then the new ones."""
+        return tuple(i for i, _ in self.restarts) + self.fresh
 
 
-def trials_so_far(spec: Spec, search_dir: Path, saved: list[Any]) -> list[dict[str, Any]]:
-    """The experiment table's rows of the `saved` trials (saved_trials) that have ended: what a
-    search stopped before its end has to show."""
-    ended = [
-        # the error as the search folder keeps it (Ray's error_file is in its session's temp
-        # folder, gone after a resume), as the final table reads it
-        (trial_index(t), t.last_result, t.get_pickled_error() or t.get_error(), t.config)
-        for t in saved
-        if t.status in ENDED
-    ]
-    return trial_rows(spec, search_dir, ended)
+def continued(spec: Spec, search_dir: Path) -> Plan:
+    """What a stopped or killed search has left to run, from its plain files only: the trials
+    its partial table lists have ended (their metrics read from their folders); a trial folder
+    it does not list, whose spec record has the searched values, is restarted; the indices
+    after those, up to meta.max_trial trials in all, are drawn anew."""
+    layout = RunLayout(search_dir, spec.name)
+    listed = read_table(spec, layout.partial_experiment_df)
+    try:
+        rows = trial_rows(spec, search_dir, listed)
+    except (OSError, ValueError) as e:  # a trial folder with files missing or unreadable
+        raise SpecError(
+            f"{search_dir}: a trial that {layout.partial_experiment_df.name} lists as ended cannot be read ({type(e).__name__}: {e}); start a new search"
+        ) from None
+    ended = tuple(
+        Ended(t.index, t.status, t.values, row[METRIC]) for t, row in zip(listed, rows, strict=True)
+    )
+    done = {t.index for t in ended}
+    restarts: list[tuple[int, dict[str, Any]]] = []
+    for index in sorted(trial_folders(layout) - done):
+        values = recorded_values(spec, layout.trial_dir(index))
+        if values is not None and len(done) + len(restarts) < spec.meta.max_trial:
+            restarts.append((index, values))
+    taken = done | {i for i, _ in restarts}
+    free = (i for i in itertools.count() if i not in taken)
+    fresh = tuple(itertools.islice(free, max(spec.meta.max_trial - len(taken), 0)))
+    return Plan(ended, tuple(restarts), fresh)
+
+
+def read_table(spec: Spec, path: Path) -> list[Ended]:
+    """The trials an experiment table (table_text) lists, in index order; none when there is
+    no table. SpecError when it is not one of this search's tables."""
+    if not path.exists():
+        return []
+    try:
+        rows = list(csv.DictReader(text_io.StringIO(path.read_text())))
+        ended = {
+            int(row["trial"]): Ended(
+                int(row["trial"]),
+                row["status"],
+                {p.path: json.loads(row[p.path]) for p in spec.search},
+            )
+            for row in rows
+        }
+    except (KeyError, TypeError, ValueError) as e:
+        raise SpecError(
+            f"{path}: not a table of this search's trials ({type(e).__name__}: {e}); restore it from the search, or start a new search"
+        ) from None
+    if bad := [t for t in ended.values() if t.index < 0 or not known_status(t.status)]:
+        raise SpecError(
+            f"{path}: trial {bad[0].index} has the status {bad[0].status!r}; a trial ends {COMPLETED}, {STOPPED} N or {ERRORED} <why>"
+        )
+    return sorted(ended.values(), key=lambda t: t.index)
+
+
+def known_status(status: str) -> bool:
+    return status == COMPLETED or status.startswith((f"{STOPPED} ", f"{ERRORED} "))
+
+
+def trial_folders(layout: RunLayout) -> set[int]:
+    """The indices of the trial folders in a search folder."""
+    name = re.compile(re.escape(layout.name) + r"_t(\d+)")
+    return {
+        int(m[1])
+        for path in layout.root.iterdir()
+        if path.is_dir() and (m := name.fullmatch(path.name))
+    }
+
+
+def recorded_values(spec: Spec, trial_dir: RunLayout) -> dict[str, Any] | None:
+    """The searched values a trial's spec record holds; None when it has none (the trial was
+    stopped before it wrote its record) or they are not this search's paths."""
+    try:
+        info = record.RunInfo.of(io.read_json(trial_dir.spec_record).get("run_info", {}))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    values = info.values
+    if not isinstance(values, dict) or set(values) != {p.path for p in spec.search}:
+        return None
+    return values
 
 
 def trial_rows(
-    spec: Spec,
-    search_dir: Path,
-    ended: list[tuple[int, dict[str, Any] | None, BaseException | str | None, dict[str, Any]]],
+    spec: Spec, search_dir: Path, ended: list[Ended], live: bool = False
 ) -> list[dict[str, Any]]:
-    """A row per ended trial, (index, last result, error, searched values), in index order:
-    its status, values and trial metrics."""
-    paths = [p.path for p in spec.search]
-    trials = []
-    for index, result, error, config in sorted(ended, key=lambda t: t[0]):
-        status = status_text(result, error)
-        trials.append(
-            {
-                "trial": index,
-                "status": status,
-                **{p: config.get(p) for p in paths},
-                **trial_metrics(
-                    spec, RunLayout(search_dir, spec.name).trial_dir(index), index, status
-                ),
-            }
-        )
-    return trials
+    """A row per ended trial, in index order: its status, values and trial metrics (`live`:
+    while the search runs, see trial_metrics)."""
+    layout = RunLayout(search_dir, spec.name)
+    return [
+        {
+            "trial": t.index,
+            "status": t.status,
+            **{p.path: t.values.get(p.path) for p in spec.search},
+            **trial_metrics(spec, layout.trial_dir(t.index), t.index, t.status, live),
+        }
+        for t in sorted(ended, key=lambda t: t.index)
+    ]
 
 
-def finish(spec: Spec, search_dir: Path, results: list[Any], keep: int = KEEP_MODELS) -> Summary:
-    """The experiment table and graph, the best trial's spec file, and model files kept for the
-    best `keep` trials only (-1: every trial). The table is written last: it marks the search
-    finished."""
+def finish(spec: Spec, search_dir: Path, ended: list[Ended], keep: int = KEEP_MODELS) -> Summary:
+    """The experiment table and graph of the `ended` trials (every trial of the search), the
+    best trial's spec file, and model files kept for the best `keep` trials only (-1: every
+    trial). The table is written last: it marks the search finished."""
     paths = [p.path for p in spec.search]
-    trials = trial_rows(
-        spec, search_dir, [(dir_index(r.path), r.metrics, r.error, r.config) for r in results]
-    )
+    trials = trial_rows(spec, search_dir, ended)
     layout = RunLayout(search_dir, spec.name)
     analysis.plot_experiment(
         [t for t in trials if not math.isnan(t[METRIC])],
@@ -405,13 +603,16 @@ def prune_models(layout: RunLayout, trials: list[dict[str, Any]], keep: int) -> 
                 f.unlink()
 
 
-def trial_metrics(spec: Spec, trial_dir: RunLayout, index: int, status: str) -> dict[str, float]:
+def trial_metrics(
+    spec: Spec, trial_dir: RunLayout, index: int, status: str, live: bool = False
+) -> dict[str, float]:
     """A trial's metrics: those it wrote when it completed; for a trial stopped early, those of
-    the rows its sessions wrote (written to its folder too, with its graph); NaN otherwise."""
+    the rows its sessions wrote (written to its folder too, with its graph), unless `live` (its
+    sessions may still be writing them); NaN otherwise."""
     if status == COMPLETED:
         return io.read_json(trial_dir.trial_metrics(index))
     sessions = [s for s in range(spec.meta.max_session) if trial_dir.rows_csv(index, s).exists()]
-    if status.startswith(STOPPED) and sessions:
+    if status.startswith(STOPPED) and sessions and not live:
         trial_spec = record.read_trial_spec(trial_dir, index)
         return analysis.write_trial_metrics(trial_spec, trial_dir, index, sessions)
     return dict.fromkeys(TRIAL_METRICS, math.nan)

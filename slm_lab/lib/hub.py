@@ -2,12 +2,15 @@
 list them, pull the ones a pattern matches. Torch-free, so a minimal install can share results.
 
 The repo holds each run folder as `data/<run folder>/`, as `data/` holds it locally, less the
-full training state (`*_ckpt-latest_state.pt`: only a resume needs it, and it can be GBs). The
-token is huggingface_hub's own: `HF_TOKEN`, else the saved `hf auth login`. It is never printed:
+full training state (`*_ckpt-latest_state.pt`: only a resume needs it, and it can be GBs) and
+anything pickled (`*.pkl`, a search's Ray Tune state): a run folder is data, never code, and
+unpickling runs code. A pull leaves the same files out, whoever pushed them, and writes only
+inside the run folders it pulls. The token is huggingface_hub's own: `HF_TOKEN`, else the saved `hf auth login`. It is never printed:
 every error leaves here as a `HubError` of one line with the token scrubbed out.
 """
 
 import fnmatch
+import glob
 import os
 import re
 import tempfile
@@ -15,8 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx2  # huggingface_hub's HTTP client: its connection errors reach the caller as they are
-from huggingface_hub import HfApi, RepoFolder, get_token, snapshot_download
+import httpx2  # huggingface_hub's HTTP client (declared): its connection errors reach us as they are
+from huggingface_hub import HfApi, RepoFile, RepoFolder, get_token, snapshot_download
 from huggingface_hub.errors import (
     HfHubHTTPError,
     HFValidationError,
@@ -26,11 +29,15 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
 )
 
+from slm_lab.experiment.layout import SEARCH_STATE_DIR
+
 REPO_ENV = "HF_REPO"
 REPO_TYPE = "dataset"
 REPO_DIR = "data"  # where run folders sit in the repo, as locally
-# left out of uploads: the full training state, for resume only (weights and metrics stay)
-LEFT_OUT = ["*_ckpt-latest_state.pt"]
+# left out of uploads and downloads: the full training state, for resume only (weights and
+# metrics stay), and pickles and Ray Tune's experiment state (cloudpickled objects in JSON):
+# loading either runs code, and SLM Lab reads neither back
+LEFT_OUT = ["*_ckpt-latest_state.pt", "*.pkl", f"{SEARCH_STATE_DIR}/*state*"]
 GLOB_CHARS = "*?["
 # the shape of a Hugging Face token (hf_ and 34 letters and digits), scrubbed even when it is
 # not the one in use
@@ -94,11 +101,17 @@ def push(root: Path) -> str:
 
 
 def matches(name: str, pattern: str) -> bool:
-    """A glob (with * ? [) matches the whole folder name; other text, any part of it."""
+    """A glob (with * ? [) matches the whole folder name, as does the name itself; other text,
+    any part of it."""
     pattern = pattern.removeprefix(f"{REPO_DIR}/").rstrip("/")
     if any(c in pattern for c in GLOB_CHARS):
-        return fnmatch.fnmatchcase(name, pattern)
+        return name == pattern or fnmatch.fnmatchcase(name, pattern)
     return pattern in name
+
+
+def left_out(path: str) -> bool:
+    """A path in a run folder that push and pull leave out (LEFT_OUT)."""
+    return any(fnmatch.fnmatch(path, pattern) for pattern in LEFT_OUT)
 
 
 def list_runs(pattern: str = "") -> tuple[str, list[str]]:
@@ -114,7 +127,7 @@ def list_runs(pattern: str = "") -> tuple[str, list[str]]:
         except RemoteEntryNotFoundError:  # no data/ yet: nothing pushed
             entries = []
     names = (Path(e.path).name for e in entries if isinstance(e, RepoFolder))
-    return repo, sorted(n for n in names if matches(n, pattern))
+    return repo, sorted(n for n in names if n not in (".", "..") and matches(n, pattern))
 
 
 def pull(names: list[str], data_dir: Path) -> None:
@@ -124,18 +137,41 @@ def pull(names: list[str], data_dir: Path) -> None:
     api = HfApi(token=token)
     with _one_line(api, repo, token):
         sha = api.dataset_info(repo).sha  # no retries: a missing repo or no network fails at once
+        files = [path for name in names for path in run_files(api, repo, sha, name)]
         data_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=data_dir, prefix=".pull-") as staging:
-            snapshot_download(
-                repo,
-                repo_type=REPO_TYPE,
-                revision=sha,
-                local_dir=staging,
-                allow_patterns=[f"{REPO_DIR}/{name}/*" for name in names],
-                token=token,
-            )
+            if files:
+                snapshot_download(
+                    repo,
+                    repo_type=REPO_TYPE,
+                    revision=sha,
+                    local_dir=staging,
+                    # these files exactly: a name's [ or * is no glob here
+                    allow_patterns=[glob.escape(path) for path in files],
+                    token=token,
+                )
             for name in names:
-                Path(staging, REPO_DIR, name).rename(data_dir / name)  # one filesystem
+                folder = Path(staging, REPO_DIR, name)
+                folder.mkdir(parents=True, exist_ok=True)  # a folder of left-out files only
+                folder.rename(data_dir / name)  # one filesystem
+
+
+def run_files(api: HfApi, repo: str, sha: str, name: str) -> list[str]:
+    """The repo paths of the files of the run folder `name` that a pull downloads (LEFT_OUT
+    left out). HubError, before anything is written, for a path that would land outside the
+    folder (a `..` or an empty part)."""
+    folder = f"{REPO_DIR}/{name}"
+    entries = api.list_repo_tree(
+        repo, path_in_repo=folder, recursive=True, repo_type=REPO_TYPE, revision=sha
+    )
+    paths = [e.path for e in entries if isinstance(e, RepoFile)]
+    for path in paths:
+        parts = path.removeprefix(f"{folder}/").split("/")
+        if not path.startswith(f"{folder}/") or {"", ".", ".."} & set(parts) or "\\" in path:
+            raise HubError(
+                f"{repo} holds {path!r}, which a pull would write outside {folder}/; nothing pulled (remove that file from the repo)"
+            )
+    return [path for path in paths if not left_out(path.removeprefix(f"{folder}/"))]
 
 
 def scrub(text: str, token: str | None) -> str:

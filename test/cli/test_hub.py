@@ -2,7 +2,11 @@
 `run --upload-hf`, through the real huggingface_hub client against the stand-in Hub of
 hub_server.py on the loopback interface (the real Hub cannot be reached from here)."""
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -29,6 +33,8 @@ REPO = "me/slm-lab-runs"
 TOKEN = "hf_" + "StandInHubToken" * 2 + "0042"  # the shape of a real one
 PLAIN_TOKEN = "open-sesame-0042"  # not that shape: scrubbed because it is the one in use
 PPO = "ppo_cartpole"
+SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
+COMMAND_S = 60  # the longest a command against the stand-in may take
 DQN = "dqn_cartpole"
 
 
@@ -297,3 +303,142 @@ def test_a_train_run_with_upload_hf_pushes_its_folder_when_it_ends(
         **{prefix + path: content for path, content in shared(local).items()},
     }
     assert_token_nowhere(in_tmp, result)
+
+
+# -- what travels: data, never code ----------------------------------------------------------
+def fake_search(data_dir: Path, name: str) -> tuple[Path, dict[str, bytes]]:
+    """A search folder in small: its spec record, a trial's run folder, and Ray Tune's folder
+    with the pickles and JSON state Tune writes (never uploaded) beside its plain per-trial
+    results (uploaded)."""
+    root = data_dir / f"{name}_2025_06_03_090000"
+    trial = fake_run(root, f"{name}_t0", stamp="x")  # its files, in a folder of its own
+    files = {f"{name}_t0_x/{path}": content for path, content in trial.items()}
+    files |= {
+        f"{name}_spec.json": b'{"run_info": {"mode": "search"}}',
+        "tune/tuner.pkl": b"\x80\x04pickle",
+        "tune/trainable.pkl": b"\x80\x04pickle",
+        "tune/searcher-state-2025-06-03_09-00-00.pkl": b"\x80\x04pickle",
+        "tune/experiment_state-2025-06-03_09-00-00.json": b'{"trial_data": []}',
+        "tune/basic-variant-state-2025-06-03_09-00-00.json": b"{}",
+        "tune/t0/params.pkl": b"\x80\x04pickle",
+        "tune/t0/params.json": b'{"agent.algorithm.gamma": 0.95}',
+        "tune/t0/result.json": b'{"frame": 200}\n',
+    }
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(content)
+    return root, files
+
+
+def test_push_uploads_no_pickle_and_a_pulled_search_folder_is_one(
+    hub: StandIn, in_tmp: Path
+) -> None:
+    from slm_lab.experiment.layout import is_search_dir
+
+    root, files = fake_search(in_tmp / "data", PPO)
+    pushed = invoke(["push", f"data/{root.name}"])
+    assert pushed.exit_code == 0, pushed.stderr
+    sent = {p.removeprefix(f"data/{root.name}/") for p in hub.files() if p != ".gitattributes"}
+    assert not [p for p in sent if p.endswith(".pkl") or "state" in p]
+    tune_state = {p for p in files if p.startswith("tune/") and "state" in p}
+    assert sent == {p for p in shared(files) if not p.endswith(".pkl")} - tune_state
+    assert {"tune/t0/params.json", "tune/t0/result.json"} <= sent
+    pulled = invoke(["pull", root.name, "--data-dir", "other"])
+    assert pulled.exit_code == 0, pulled.stderr
+    assert is_search_dir(in_tmp / "other" / root.name)
+
+
+def commit(hub: StandIn, files: dict[str, bytes]) -> None:
+    """Files put in REPO as whoever can write it could (not through slm-lab push)."""
+    repo = hub.state.repos[REPO]
+    head = f"{len(repo.commits):040x}"
+    repo.commits[head] = {**(repo.files("main") or {}), **files}
+    repo.head = head
+
+
+def test_a_pull_leaves_out_pickles_and_training_state_whoever_pushed_them(
+    hub: StandIn, in_tmp: Path
+) -> None:
+    commit(
+        hub,
+        {
+            "data/run_a/a.txt": b"a",
+            "data/run_a/tune/tuner.pkl": b"\x80\x04pickle",
+            "data/run_a/tune/experiment_state-1.json": b"{}",
+            f"data/run_a/model/a{STATE}": b"state",
+        },
+    )
+    pulled = invoke(["pull", "run_a"])
+    assert pulled.exit_code == 0, pulled.stderr
+    assert folder_files(in_tmp / "data" / "run_a") == {"a.txt": b"a"}
+
+
+def test_a_repo_path_that_climbs_out_of_its_folder_is_refused_and_nothing_is_written(
+    hub: StandIn, in_tmp: Path
+) -> None:
+    (in_tmp / "data").mkdir()
+    commit(hub, {"data/x/ok.txt": b"ok", "data/x/../../../pwned.txt": b"pwned"})
+    assert invoke(["list"]).stdout == "x\n"
+    result = invoke(["pull", "x"])
+    assert_one_line(
+        result,
+        f"error: {REPO} holds 'data/x/../../../pwned.txt', which a pull would write outside data/x/; nothing pulled",
+    )
+    assert [p for p in in_tmp.rglob("*") if p.name in ("pwned.txt", "ok.txt")] == []
+    assert list((in_tmp / "data").iterdir()) == []  # no staging folder left
+
+
+def test_a_folder_name_with_glob_characters_is_pulled_as_named(hub: StandIn, in_tmp: Path) -> None:
+    """`run[1]` is a glob too (it matches run1) and the folder's whole name: both are pulled,
+    each with its own files."""
+    commit(hub, {"data/run[1]/a.txt": b"bracketed", "data/run1/b.txt": b"plain"})
+    pulled = invoke(["pull", "run[1]"])
+    assert pulled.exit_code == 0, pulled.stderr
+    assert pulled.stdout == "".join(
+        f"pulled {n} -> {Path('data') / n}\n" for n in ("run1", "run[1]")
+    )
+    assert folder_files(in_tmp / "data" / "run[1]") == {"a.txt": b"bracketed"}
+    assert folder_files(in_tmp / "data" / "run1") == {"b.txt": b"plain"}
+
+
+@pytest.mark.subprocess
+def test_the_hub_stand_in_started_as_documented_takes_a_push_list_and_pull(in_tmp: Path) -> None:
+    """`python -m slm_lab.dev.hub_stand_in` prints the variables to export; slm-lab run with
+    them pushes, lists and pulls through it; Ctrl-C stops it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    stand_in = subprocess.Popen(
+        [sys.executable, "-m", "slm_lab.dev.hub_stand_in", "--repo", "me/tries"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        head, export = stand_in.stdout.readline(), stand_in.stdout.readline()
+        assert head.startswith("Hub stand-in at http://127.0.0.1:"), head + stand_in.stderr.read()
+        words = export.split()
+        assert words[0] == "export", export
+        hub_env = dict(word.split("=", 1) for word in words[1:])
+        assert set(hub_env) == {"HF_ENDPOINT", "HF_REPO", "HF_TOKEN"}
+        env |= hub_env | {"HF_HOME": str(in_tmp / "hf_home"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+        files = fake_run(in_tmp / "data", PPO)
+        folder = f"{PPO}_2025_06_01_120000"
+        outs = []
+        for args in (["push", f"data/{folder}"], ["list"], ["pull", PPO, "--data-dir", "other"]):
+            done = subprocess.run(
+                [SLM_LAB, *args],
+                cwd=in_tmp,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_S,
+            )
+            assert done.returncode == 0, done.stderr
+            outs.append(done.stdout)
+        assert outs[0].startswith(f"pushed data/{folder} to me/tries: {hub_env['HF_ENDPOINT']}/")
+        assert outs[1] == f"{folder}\n"
+        assert folder_files(in_tmp / "other" / folder) == shared(files)
+    finally:
+        stand_in.send_signal(signal.SIGINT)
+        stand_in.wait(timeout=COMMAND_S)
+    assert stand_in.returncode == 0

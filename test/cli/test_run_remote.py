@@ -149,6 +149,66 @@ def test_run_remote_applies_the_config_of_its_machine_and_mode(
     assert HF["HF_TOKEN"] not in result.output
 
 
+@pytest.mark.parametrize("hf_set", [True, False])
+def test_a_dry_run_prints_what_it_would_submit_and_runs_nothing(
+    hf_set: bool, standin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With or without the HF variables (and dstack on PATH, never called): the dstack call,
+    the task's environment (the token not shown), its command, and the config as it is."""
+    if not hf_set:
+        for var in HF:
+            monkeypatch.delenv(var)
+    result = invoke(run_remote_args("search", True, "--dry-run"))
+    assert result.exit_code == 0, result.output
+    assert not standin.exists()  # dstack never ran
+    not_set = "(not set: export it before submitting)"
+    hf_lines = (
+        [f"  HF_REPO={HF['HF_REPO']}", "  HF_TOKEN=(set, not shown)"]
+        if hf_set
+        else [f"  HF_REPO={not_set}", f"  HF_TOKEN={not_set}"]
+    )
+    config = ".dstack/gpu-search.yml"
+    spec_file, spec_name, _ = SPECS["search"]
+    assert result.stdout == "\n".join(
+        [
+            "dry run: nothing is submitted",
+            f"would run, in {ROOT_DIR}: dstack apply -f {config} -y --name my-run",
+            "with the environment:",
+            *(f"  {k}={v}" for k, v in task_env("search").items()),
+            *hf_lines,
+            f"the machine then runs: uv run slm-lab run {REMOTE_SPEC_FILES['search']} {spec_name} search {SETS_TEXT['search']} --upload-hf",
+            f"the task config ({config}):",
+            (ROOT_DIR / config).read_text(),
+        ]
+    )
+    assert HF["HF_TOKEN"] not in result.output
+
+
+def test_a_dry_run_says_dstack_is_missing_and_still_refuses_a_bad_spec(
+    standin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not Path(d, "dstack").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    result = invoke(run_remote_args("train", False, "--dry-run"))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1].endswith(
+        "--name my-run (dstack is not installed here: uv sync --group dstack)"
+    )
+    bad = invoke(
+        [
+            "run-remote",
+            "spec/benchmark/ppo/ppo_classic.json",
+            "ppo_classic",
+            "train",
+            "-n",
+            "my-run",
+            "--dry-run",
+        ]
+    )
+    assert (bad.exit_code, bad.stdout) == (2, "")
+    assert bad.stderr.startswith("error: ppo_classic.env.name: unresolved ${env}")
+
+
 def test_detach_submits_and_returns(standin: Path) -> None:
     result = invoke(run_remote_args("train", False, "--detach"))
     assert result.exit_code == 0, result.output

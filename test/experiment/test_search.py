@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import platform
 import re
 import shutil
@@ -29,7 +30,6 @@ from conftest import invoke, load, make_spec, run_dirs, write_spec_file
 
 from slm_lab import ROOT_DIR
 from slm_lab.experiment.analysis import TRIAL_METRICS
-from slm_lab.experiment.layout import RunLayout
 from slm_lab.spec import search_space
 from slm_lab.spec.spec_util import SpecError
 
@@ -222,12 +222,49 @@ def wait_for(condition: Any, what: str) -> None:
 
 
 def trial_statuses(search_dir: Path) -> list[str]:
-    """The trial statuses Tune last recorded in its experiment state."""
-    states = list((search_dir / "tune").glob("experiment_state-*.json"))
-    if not states:
-        return []
-    trials = json.loads(states[0].read_text())["trial_data"]
-    return [json.loads(t)["status"] for t, _ in trials]
+    """The trial statuses the search recorded as they ended (its partial table), in index
+    order."""
+    table = search_dir / "experiment_df_so_far.csv"
+    return list(pd.read_csv(table)["status"]) if table.exists() else []
+
+
+class WritesAFile:
+    """Unpickled, it writes `path`: what a pickle planted in a run folder could do."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return Path.write_text, (self.path, "code ran")
+
+
+def plant_pickles(search_dir: Path, marker: Path) -> list[Path]:
+    """Every pickle in the search folder (Tune's and Optuna's saved state) and Tune's JSON
+    experiment state (cloudpickled objects inside; one is written if Tune had saved none)
+    replaced by ones that write `marker` when read back;
+    returns the files replaced. Checks first that each kind does write it when read."""
+    from ray.tune.utils.serialization import TuneFunctionDecoder
+
+    payload = pickle.dumps(WritesAFile(marker))
+    planted = {"_type": "CLOUDPICKLE_FALLBACK", "value": payload.hex()}
+    state = json.dumps(
+        {"trial_data": [[json.dumps(planted), json.dumps(planted)]], "runner_data": planted}
+    )
+    pickle.loads(payload)
+    assert marker.read_text() == "code ran"
+    marker.unlink()
+    json.loads(state, cls=TuneFunctionDecoder, allow_cloudpickle=True)
+    assert marker.read_text() == "code ran"
+    marker.unlink()
+    pickles = list(search_dir.rglob("*.pkl"))
+    # Tune's experiment state, whether or not Tune had saved one before the search was killed
+    state_file = search_dir / "tune" / "experiment_state-2025-06-01_12-00-00.json"
+    states = list({*search_dir.rglob("experiment_state-*.json"), state_file})
+    for path in pickles:
+        path.write_bytes(payload)
+    for path in states:
+        path.write_text(state)
+    return pickles + states
 
 
 @pytest.mark.ray
@@ -240,7 +277,9 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     reruns that trial and runs the third, and leaves the finished first one as it was. The
     third draws init_fn dirac_, which cannot initialize a linear layer: its session raises, the
     trial is errored with that line, and the others complete. Before the resume, the trials that
-    had ended are what a stopped search shows (Tune's saved state)."""
+    had ended are what a stopped search shows (the partial table, written as each ends). The
+    resume reads no pickle: those of the killed search (Tune's and Optuna's state) are replaced
+    by ones that write a file when unpickled, and the file is never written."""
     search = {
         "env.max_frame__choice": [400, 10000],
         "agent.net.init_fn__choice": ["orthogonal_", "dirac_"],
@@ -268,7 +307,7 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
         t0_metrics = search_dir / f"{NAME}_t0" / "info" / f"{NAME}_t0_trial_metrics.json"
         t1_rows = search_dir / f"{NAME}_t1" / "info" / f"{NAME}_t1_s0_session_df.csv"
         wait_for(
-            lambda: t1_rows.exists() and trial_statuses(search_dir)[:1] == ["TERMINATED"],
+            lambda: t1_rows.exists() and trial_statuses(search_dir) == ["completed"],
             "the first trial recorded finished and the second one running",
         )
         assert len(session_processes()) == 1  # the second trial's one seed
@@ -279,12 +318,16 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     assert "optuna" not in (in_tmp / "search.err").read_text().lower()  # its logs: log/ray.log
     assert not (search_dir / "experiment_df.csv").exists()
     t0_written = t0_metrics.stat().st_mtime_ns
-    # what a stopped search shows: the rows of the trials that ended, from Tune's saved state
-    from slm_lab.experiment.search import saved_trials, trials_so_far
+    # what a stopped search shows: the rows of the trials that ended, from its partial table;
+    # what it continues with: the second trial restarted with its values, the third drawn
+    from slm_lab.experiment.search import continued, trial_rows
     from slm_lab.spec import schema
 
     typed = schema.load({**spec, "name": NAME}, NAME)
-    [so_far] = trials_so_far(typed, search_dir, saved_trials(RunLayout(search_dir, NAME)))
+    plan = continued(typed, search_dir)
+    [so_far] = trial_rows(typed, search_dir, list(plan.ended))
+    t1_values = {"env.max_frame": 10000, "agent.net.init_fn": "orthogonal_"}
+    assert (plan.restarts, plan.fresh) == (((1, t1_values),), (2,))
     assert (so_far["trial"], so_far["status"], so_far["frame"]) == (0, "completed", 400)
     assert (so_far["env.max_frame"], so_far["agent.net.init_fn"]) == (400, "orthogonal_")
     from slm_lab.cli.main import _print_trials  # what Ctrl-C prints of them
@@ -300,8 +343,13 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
         '| completed | env.max_frame=400 | agent.net.init_fn="orthogonal_"'
     )
 
+    marker = in_tmp / "code_ran.txt"
+    planted = plant_pickles(search_dir, marker)
+    names = sorted(str(p.relative_to(search_dir)) for p in planted)
+    assert "tune/tuner.pkl" in names and any("searcher-state" in n for n in names), names
     result = invoke(["run", path, NAME, "search@latest"])
     assert result.exit_code == 0, result.stderr
+    assert not marker.exists()
     df = experiment_df(search_dir)
     error = (
         f"{NAME}_t2_s0 failed: ValueError: Only tensors with 3, 4, or 5 dimensions are supported"
@@ -313,9 +361,7 @@ def test_a_killed_search_resumes_only_its_unfinished_trials(
     assert f"{NAME}_t1 started" in result.stderr and f"{NAME}_t2 errored: {error}" in result.stderr
     assert "Traceback" in (search_dir / f"{NAME}_t2" / "log" / f"{NAME}_t2_s0.log").read_text()
     assert result.stdout.splitlines()[0] == "search: 3 trials | completed 2 | errored 1"
-    # once every trial ended, the rows of a stop are the final table's (the error read back too)
-    ended = trials_so_far(typed, search_dir, saved_trials(RunLayout(search_dir, NAME)))
-    assert [t["status"] for t in ended] == list(df["status"])
+    assert not (search_dir / "experiment_df_so_far.csv").exists()
 
     again = invoke(["run", path, NAME, "search@latest"])
     assert (again.exit_code, again.stderr) == (
@@ -701,3 +747,82 @@ def test_a_trial_worker_and_the_driver_import_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[]", "False", "False"]
+
+
+def test_optuna_is_told_the_draws_behind_each_searched_value() -> None:
+    """undraw inverts draw: the search space run on the draws optuna_draws gives for a trial's
+    values gives those values again (a normal's to float precision)."""
+    import optuna
+
+    from slm_lab.experiment import search
+
+    spec = make_spec("ppo", random_seed=4)
+    spec["search"] = {
+        f"agent.algorithm.{case}__{case.split('_')[0]}": args
+        for case, (args, _, _) in RAY_TUNE_CASES.items()
+    }
+    typed = load(spec)
+    for values in suggestions(spec, 30):
+        params, distributions = search.optuna_draws(typed, values)
+        assert set(distributions) == set(values)
+        again = search.SearchSpace(typed.search)(optuna.trial.FixedTrial(params))
+        for path, value in values.items():
+            assert again[path] == pytest.approx(value, rel=1e-9), path
+    assert search.optuna_draws(typed, {**values, "agent.algorithm.choice": "absent"}) is None
+
+
+def test_a_stopped_search_continues_from_its_plain_files(tmp_path: Path) -> None:
+    """The plan of search@ from the partial table and the trial folders only: the listed
+    trials ended; an unlisted folder with its values restarts with them; one without (killed
+    before its record) gives its index to a new draw, as do the indices after. Optuna starts
+    from the ended trials and suggests the restarted one first, with its exact values."""
+    import optuna
+
+    from slm_lab.experiment import search
+    from slm_lab.spec import schema
+
+    spec = search_spec({GAMMA + "__randn": [0.97, 0.01]}, 5, 3)
+    typed = schema.load({**spec, "name": NAME}, NAME)
+    root = tmp_path / "search"
+    trial = {i: root / f"{NAME}_t{i}" for i in range(4)}
+    for folder in trial.values():
+        (folder / "info").mkdir(parents=True)
+    metrics = dict.fromkeys(TRIAL_METRICS, 1.0) | {"total_reward_ma": 21.5}
+    (trial[0] / "info" / f"{NAME}_t0_trial_metrics.json").write_text(json.dumps(metrics))
+    restarted = {GAMMA: 0.9712345678901234}
+    record = {"name": NAME, "run_info": {"mode": "search", "trial": 1, "values": restarted}}
+    (trial[1] / f"{NAME}_spec.json").write_text(json.dumps(record))
+    table = root / "experiment_df_so_far.csv"
+    table.write_text(
+        f"trial,status,{GAMMA},{','.join(TRIAL_METRICS)}\n"
+        f"0,completed,0.95,{','.join(['1.0'] * len(TRIAL_METRICS))}\n"
+        f"2,errored: {NAME}_t2_s0 failed: ValueError: bad,0.99,{',' * (len(TRIAL_METRICS) - 1)}\n"
+    )
+    plan = search.continued(typed, root)
+    assert [(t.index, t.status, t.values) for t in plan.ended] == [
+        (0, "completed", {GAMMA: 0.95}),
+        (2, f"errored: {NAME}_t2_s0 failed: ValueError: bad", {GAMMA: 0.99}),
+    ]
+    assert plan.ended[0].metric == 21.5 and math.isnan(plan.ended[1].metric)
+    assert (plan.restarts, plan.fresh, plan.order) == (((1, restarted),), (3, 4), (1, 3, 4))
+
+    searcher = search.searcher(typed, plan)
+    searcher.set_search_properties(None, None, {})
+    first, second = searcher.suggest("a"), searcher.suggest("b")
+    assert first == restarted  # to the bit
+    assert second != suggestions(spec, 1)[0]  # not the search's first draw again
+    told = searcher._ot_study.get_trials(deepcopy=False)[:2]
+    assert [(t.state, t.value) for t in told] == [
+        (optuna.trial.TrialState.COMPLETE, 21.5),
+        (optuna.trial.TrialState.FAIL, None),
+    ]
+
+    (trial[0] / "info" / f"{NAME}_t0_trial_metrics.json").unlink()
+    with pytest.raises(SpecError, match=r"a trial that experiment_df_so_far.csv lists as ended"):
+        search.continued(typed, root)
+    table.write_text("trial,state\n0,done\n")
+    with pytest.raises(SpecError, match=r"experiment_df_so_far.csv: not a table of this search"):
+        search.continued(typed, root)
+    table.write_text(f"trial,status,{GAMMA}\n0,finished,0.95\n")
+    with pytest.raises(SpecError, match=r"trial 0 has the status 'finished'"):
+        search.continued(typed, root)

@@ -1,0 +1,1 @@
+"""Tools for developing and trying SLM Lab without accounts or cloud machines."""
