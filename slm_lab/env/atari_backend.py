@@ -11,15 +11,21 @@ to [-1, 1] unless the spec sets `clip_reward` (false: unclipped). With `life_los
 lost life is also a terminal for training only: the transition that lost it is `terminated`
 (memory, returns and advantages stop there) while the game, its stack of frames and its score
 go on. Lives are compared step to step here rather than taken from ALE's own `life_loss_info`,
-whose final observations at a life loss were stale; at a game over ALE already reports the new
-game's lives, so a game over is never counted as a life loss too.
+whose final observations at a life loss were stale. A game's end reports the next game's lives,
+so its own last lives come from the step's `final_info` where they matter: a game over is a
+terminal anyway, and a game cut by the time limit on the step it lost a life is a terminal for
+training too (and still a truncated game). ALE's vector env resets a game in the step that
+ends it and keeps no final lives, so SLM Lab counts the native env's steps itself (`TimeLimit`):
+it ends a game at `max_t` steps, reads its lives, then resets that env alone.
 
 The spec's `env` keys that are not SLM Lab's go to ale-py: `repeat_action_probability`,
 `frameskip`, `noop_max`, `use_fire_reset`, `full_action_space`, `continuous` (a Box of radius,
 angle and fire), `continuous_action_threshold`, `num_threads` (ALE's threads per session; by
-default one per core free to the session, at most num_envs; 0: ALE's own, one per core), `img_height`/`img_width`, `stack_num`, `maxpool`, `max_num_frames_per_episode` (`max_t` sets it
-in agent steps x frameskip; ALE's count includes a reset's no-ops and FIRE, so a native game may
-be cut a few steps before max_t), and
+default one per core free to the session, at most num_envs; 0: ALE's own, one per core),
+`img_height`/`img_width`, `stack_num`, `maxpool`, `max_num_frames_per_episode` (a game's limit
+in frames, ALE v5's 108000 by default: a game ends after that many frames / frameskip agent
+steps, rounded up, or after `max_t` steps where the spec sets it; a reset's no-ops and FIRE do
+not count), and
 `obs_type`: `grayscale` (the default) or `rgb` (84x84x3 frames). `obs_type: ram` (the 128 bytes
 of the console's memory, no frame stack) and rendering (a window, or the frames of a recorded
 video: both need the single env's renderer) take a Gymnasium vector env of single `AtariEnv`s
@@ -32,6 +38,7 @@ else and restarts the games in progress (the session says so).
 
 import dataclasses
 import functools
+import math
 import warnings
 from typing import Any
 
@@ -86,6 +93,8 @@ OWN_KEYS = {  # ALE options SLM Lab sets itself, with what to use instead
 # the console's frames per second (NTSC), the real-time rate of a video (ALE's metadata has 30)
 ATARI_FPS = 60
 ALE_SEEDS = 2**31  # ALE's seeds are int32: an env's seed + i stays below this
+ALE_MAX_FRAMES = 108_000  # ALE v5's limit of a game (30 minutes at 60 frames a second)
+DEFAULT_FRAMESKIP = 4
 OBS_TYPES = ("grayscale", "rgb", "ram")
 FRAME_KEYS = {"img_height", "img_width", "stack_num", "maxpool"}  # options of frames, not of RAM
 
@@ -140,12 +149,22 @@ def _check(config: EnvConfig) -> None:
         )
 
 
+def _max_steps(config: EnvConfig) -> int:
+    """A game's limit in agent steps: max_t, else max_num_frames_per_episode (ALE v5's 108000
+    by default) in steps of frameskip frames."""
+    if config.max_t is not None:
+        return config.max_t
+    frames = config.kwargs.get("max_num_frames_per_episode", ALE_MAX_FRAMES)
+    return math.ceil(frames / config.kwargs.get("frameskip", DEFAULT_FRAMESKIP))
+
+
 def _native_kwargs(config: EnvConfig) -> dict[str, Any]:
     kwargs = {k: v for k, v in config.kwargs.items() if k != "obs_type"}
     if config.kwargs.get("obs_type") == "rgb":
         kwargs["grayscale"] = False
-    if config.max_t is not None:
-        kwargs["max_num_frames_per_episode"] = config.max_t * kwargs.get("frameskip", 4)
+    # ALE's own limit would end a game a step after TimeLimit does: never
+    frameskip = kwargs.get("frameskip", DEFAULT_FRAMESKIP)
+    kwargs["max_num_frames_per_episode"] = (_max_steps(config) + 1) * frameskip
     return {**kwargs, "reward_clipping": False, "episodic_life": False, "life_loss_info": False}
 
 
@@ -158,7 +177,9 @@ def _single_env(config: EnvConfig, render_mode: str | None) -> gym.Env:
     if config.max_t is not None:
         env = gym.wrappers.TimeLimit(env, config.max_t)
     if render_mode == render.RENDER_MODE:
-        env = render.FrameRecorder(env, config.kwargs.get("frameskip", 4), ATARI_FPS)
+        env = render.FrameRecorder(
+            env, config.kwargs.get("frameskip", DEFAULT_FRAMESKIP), ATARI_FPS
+        )
     return env
 
 
@@ -170,7 +191,7 @@ def _single_game(config: EnvConfig, render_mode: str | None) -> gym.Env:
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     kw = config.kwargs
     base = {k: v for k, v in kw.items() if k in SINGLE_ENV_KEYS}
-    frameskip = kw.get("frameskip", 4)
+    frameskip = kw.get("frameskip", DEFAULT_FRAMESKIP)
     obs_type = kw.get("obs_type", "grayscale")
     if obs_type == "ram":
         env = gym.make(
@@ -223,6 +244,43 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
+class TimeLimit(gym.vector.VectorWrapper):
+    """Ends the native env's games at `max_steps` agent steps (truncated), then resets them
+    on their own. ALE's own limit resets a game within the step that ends it, so its lives
+    would be the next game's and a life lost on that step would go unseen; here the step's
+    info keeps them, as Gymnasium's vector envs do: the final obs in `final_obs`, the lives
+    in `final_info` (`lives`, and `_lives` where it holds a game's end)."""
+
+    def __init__(self, env: gym.vector.VectorEnv, max_steps: int) -> None:
+        super().__init__(env)
+        self.max_steps = max_steps
+        self.steps = np.zeros(env.num_envs, dtype=np.int64)  # each game's steps so far
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        self.steps[:] = 0
+        return self.env.reset(**kwargs)
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        obs, rewards, terminateds, truncateds, info = self.env.step(actions)
+        self.steps += 1
+        ended = terminateds | truncateds  # ALE's game overs: already reset
+        cut = (self.steps >= self.max_steps) & ~ended
+        self.steps[ended | cut] = 0
+        if cut.any():
+            final_obs = info["final_obs"] if ended.any() else np.empty_like(obs)
+            final_obs[cut] = obs[cut]
+            info["final_obs"] = final_obs
+            info["final_info"] = {"lives": info["lives"].copy(), "_lives": cut}
+            reset_obs, reset_info = self.env.reset(options={"reset_mask": cut})
+            obs[cut] = reset_obs[cut]
+            for key, value in reset_info.items():
+                info[key][cut] = value[cut]
+            truncateds = truncateds | cut
+        return obs, rewards, terminateds, truncateds, info
+
+
 def _single_envs(config: EnvConfig, render_mode: str | None) -> bool:
     """Whether the games run as single AtariEnvs in a Gymnasium vector env (RAM, rendering)."""
     return render_mode is not None or config.kwargs.get("obs_type") == "ram"
@@ -241,6 +299,7 @@ def _vector(config: EnvConfig, num_envs: int, render_mode: str | None) -> gym.ve
             autoreset_mode=AutoresetMode.SAME_STEP,
             **_native_kwargs(config),
         )
+        vec = TimeLimit(vec, _max_steps(config))
     if isinstance(vec.single_action_space, gym.spaces.Box):  # continuous: the agent's [-1, 1]
         with warnings.catch_warnings():  # ALE's float64 bounds cast to float32: harmless
             warnings.simplefilter("ignore", UserWarning)
@@ -314,8 +373,12 @@ class AtariVecEnv(GymVecEnv):
     def _terminals(
         self, terminateds: np.ndarray, dones: np.ndarray, info: dict[str, Any]
     ) -> np.ndarray:
-        lives = np.asarray(info["lives"])
-        lost = (lives < self._lives) & ~dones  # a game over shows the next game's lives
+        lives = np.asarray(info["lives"])  # at a game's end, the next game's
+        final_lives = lives
+        if "final_info" in info:  # a game cut by the time limit: its own last lives
+            ended = info["final_info"]
+            final_lives = np.where(ended["_lives"], ended["lives"], lives)
+        lost = (final_lives < self._lives) & ~terminateds
         self._lives = lives.copy()
         return terminateds | lost if self.life_loss_info else terminateds
 

@@ -292,6 +292,68 @@ def test_clip_reward_false_trains_on_the_games_own_rewards() -> None:
     assert raw.max() > 1 and np.array_equal(stacked(rollout.transitions, "rewards"), raw)
 
 
+@pytest.mark.parametrize("obs_type", ["grayscale", "ram"])
+def test_a_life_lost_as_the_time_limit_ends_the_game_is_a_training_terminal(
+    obs_type: str,
+) -> None:
+    """The step that hits max_t and loses a life ends the game truncated, a terminal for
+    training (as a lost life is), with the game's true final stack and its full score; native
+    and single-env paths alike. The same game without a time limit gives the reference."""
+
+    def steps(backend: AtariVecEnv, n: int) -> list[Transition]:
+        rng = np.random.default_rng(1)  # a first lost life after some points, on both paths
+        backend.record_episodes()
+        backend.reset()
+        return [backend.step(random_actions(backend, rng)) for _ in range(n)]
+
+    env = {"life_loss_info": True, "clip_reward": False, "obs_type": obs_type}
+    whole = make(SCORING_GAME, 1, **env)
+    reference = steps(whole, 200)
+    assert whole.clock.epi == 0  # one game: every terminal is a lost life
+    whole.close()
+    max_t = int(np.flatnonzero(stacked(reference, "terminateds"))[0]) + 1
+    score = float(sum(t.rewards[0] for t in reference[:max_t]))
+    assert score > 1  # the points before that life went, which the game's score keeps
+
+    cut = make(SCORING_GAME, 1, max_t=max_t, **env)
+    played = steps(cut, max_t + 1)
+    last = played[max_t - 1]
+    assert (last.terminateds.tolist(), last.truncateds.tolist()) == ([True], [True])
+    assert not stacked(played[: max_t - 1], "terminateds").any()
+    assert np.array_equal(last.next_obs, reference[max_t - 1].next_obs)  # the final stack
+    [finished] = cut.pop_episodes()
+    assert (finished.returns.tolist(), finished.lengths.tolist()) == ([score], [max_t])
+    if obs_type != "ram":  # the next game's first stack, which the step after continues
+        assert_reset_stacks(played[max_t].obs)
+    cut.close()
+
+
+def test_a_game_over_beside_a_game_cut_by_the_time_limit() -> None:
+    """Breakout pressing FIRE and never moving loses its balls within ~120 steps. With max_t the
+    step of the first game over, that game ends terminated and the other is cut, truncated, in
+    the same step: each transition has its own game's final stack, each env a new game."""
+    fire = np.ones(2, dtype=np.int64)
+
+    def steps(backend: AtariVecEnv, n: int) -> list[Transition]:
+        backend.reset()
+        return [backend.step(fire) for _ in range(n)]
+
+    whole = make("ALE/Breakout-v5")
+    reference = steps(whole, 200)
+    whole.close()
+    overs = stacked(reference, "terminateds")
+    max_t = int(np.flatnonzero(overs.any(axis=1))[0]) + 1
+    assert overs[max_t - 1].sum() == 1  # one game over, the other game goes on
+
+    cut = make("ALE/Breakout-v5", max_t=max_t)
+    last = steps(cut, max_t)[-1]
+    assert np.array_equal(last.terminateds, overs[max_t - 1])
+    assert np.array_equal(last.truncateds, ~overs[max_t - 1])
+    assert np.array_equal(last.next_obs, reference[max_t - 1].next_obs)
+    assert_reset_stacks(cut.obs)
+    cut.close()
+
+
 # -- through the agent ---------------------------------------------------------------------------
 PPO_SPEC = "benchmark/ppo/ppo_atari.json"
 TIME_HORIZON = 48
