@@ -2,8 +2,8 @@
 
 ale-py's `AtariVectorEnv` steps every env in its own threads and preprocesses as DQN did: frameskip
 4 with the last two frames max-pooled, grey 84x84 frames stacked 4 (uint8, newest last; zeros
-before the first frame of a game), up to 30 no-op actions after a reset, FIRE after a reset in
-the games that need it, sticky actions 0.25 (ALE v5's default).
+before the first frame of a game), after a reset FIRE for a frame in the games that need it
+then no-ops, fewer than 30 frames in all, sticky actions 0.25 (ALE v5's default).
 
 Episodes are games. The env's rewards reach the episode statistics unclipped, so `total_reward`
 and the episodes CSV hold the full-game score (every life's points); training sees them clipped
@@ -29,8 +29,10 @@ not count), and
 `obs_type`: `grayscale` (the default) or `rgb` (84x84x3 frames). `obs_type: ram` (the 128 bytes
 of the console's memory, no frame stack) and rendering (a window, or the frames of a recorded
 video: both need the single env's renderer) take a Gymnasium vector env of single `AtariEnv`s
-instead: the single env runs at frameskip 1 under Gymnasium's `AtariPreprocessing` and
-`FrameStackObservation`, which give the native env's observation layout.
+instead, which play the native env's game: one emulator frame a step, reset as the native env
+resets (FIRE for one frame, then no-ops counted in frames), frameskip frames an agent step
+(under Gymnasium's `AtariPreprocessing` and `FrameStackObservation` for frames, which give the
+native env's observation layout), the same time limit in agent steps.
 
 The emulators' state lives in native objects that cannot be saved: a resume restores everything
 else and restarts the games in progress (the session says so).
@@ -50,6 +52,7 @@ from gymnasium.wrappers import vector as vw
 from slm_lab.env import render
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.gym_backend import GymVecEnv
+from slm_lab.env.wrappers import ActionRepeat
 from slm_lab.lib.config import UNSET, SpecError, did_you_mean
 
 REWARD_CLIP = (-1.0, 1.0)  # the training rewards' default range, as DQN's and ALE v5's
@@ -95,6 +98,8 @@ ATARI_FPS = 60
 ALE_SEEDS = 2**31  # ALE's seeds are int32: an env's seed + i stays below this
 ALE_MAX_FRAMES = 108_000  # ALE v5's limit of a game (30 minutes at 60 frames a second)
 DEFAULT_FRAMESKIP = 4
+DEFAULT_NOOP_MAX = 30  # ale-py's: a reset's frames of FIRE and no-ops are drawn below this
+NOOP = 0  # ALE's no-op action, first in every action set
 OBS_TYPES = ("grayscale", "rgb", "ram")
 FRAME_KEYS = {"img_height", "img_width", "stack_num", "maxpool"}  # options of frames, not of RAM
 
@@ -169,13 +174,11 @@ def _native_kwargs(config: EnvConfig) -> dict[str, Any]:
 
 
 def _single_env(config: EnvConfig, render_mode: str | None) -> gym.Env:
-    """One ALE env as the native vector env gives it (frames) or its RAM, for render and ram;
-    render_mode "rgb_array" records the screen after each reset and step (FrameRecorder)."""
-    env = _single_game(config, render_mode)
-    # max_t counts the agent's steps, as the native env's does (ALE's own frame limit would also
-    # count the no-ops and FIRE of a reset)
-    if config.max_t is not None:
-        env = gym.wrappers.TimeLimit(env, config.max_t)
+    """One ALE env playing the native vector env's game, with its frames or its RAM, for render
+    and ram; render_mode "rgb_array" records the screen after each reset and step
+    (FrameRecorder)."""
+    # the native env's limit in agent steps (ALE's own would count a reset's no-ops and FIRE)
+    env = gym.wrappers.TimeLimit(_single_game(config, render_mode), _max_steps(config))
     if render_mode == render.RENDER_MODE:
         env = render.FrameRecorder(
             env, config.kwargs.get("frameskip", DEFAULT_FRAMESKIP), ATARI_FPS
@@ -184,63 +187,62 @@ def _single_env(config: EnvConfig, render_mode: str | None) -> gym.Env:
 
 
 def _single_game(config: EnvConfig, render_mode: str | None) -> gym.Env:
-    """The game of `_single_env`, before its time limit and FrameRecorder."""
+    """The game of `_single_env`, before its time limit and FrameRecorder: an AtariEnv of one
+    emulator frame a step, reset as the native env resets (`NativeReset`), and frameskip
+    frames an agent step."""
     import ale_py
 
     # errors only: a single AtariEnv prints ALE's banner unless a native env has silenced it
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     kw = config.kwargs
     base = {k: v for k, v in kw.items() if k in SINGLE_ENV_KEYS}
+    base["max_num_frames_per_episode"] = None  # the time limit is _single_env's
     frameskip = kw.get("frameskip", DEFAULT_FRAMESKIP)
     obs_type = kw.get("obs_type", "grayscale")
+    env = gym.make(
+        config.name,
+        obs_type="ram" if obs_type == "ram" else "rgb",
+        frameskip=1,
+        render_mode=render_mode,
+        **base,
+    )
+    env = NativeReset(env, kw.get("noop_max", DEFAULT_NOOP_MAX), kw.get("use_fire_reset", True))
     if obs_type == "ram":
-        env = gym.make(
-            config.name, obs_type="ram", frameskip=frameskip, render_mode=render_mode, **base
-        )
-        env = NoopReset(env, kw.get("noop_max", 30))
-        return FireReset(env) if kw.get("use_fire_reset", True) else env
-    env = gym.make(config.name, obs_type="rgb", frameskip=1, render_mode=render_mode, **base)
+        return ActionRepeat(env, frameskip)
     env = gym.wrappers.AtariPreprocessing(
         env,
-        noop_max=kw.get("noop_max", 30),
+        noop_max=0,  # NativeReset's
         frame_skip=frameskip,
         screen_size=(kw.get("img_width", 84), kw.get("img_height", 84)),
         grayscale_obs=obs_type == "grayscale",
         grayscale_newaxis=False,
         scale_obs=False,
     )
-    if kw.get("use_fire_reset", True):
-        env = FireReset(env)
     return gym.wrappers.FrameStackObservation(env, kw.get("stack_num", 4), padding_type="zero")
 
 
-class NoopReset(gym.Wrapper):
-    """Up to `noop_max` no-op actions after a reset, their number drawn uniformly (as
-    AtariPreprocessing does for frames; this is for the RAM observations it does not take)."""
+class NativeReset(gym.Wrapper):
+    """A reset of an AtariEnv of one frame a step as ale-py's native vector env makes it: FIRE
+    for one frame in the games that have it (`fire`), then no-ops, one frame each, for as many
+    frames in all as drawn uniformly from [0, noop_max) (FIRE counts as one); a game over
+    among them restarts the game (without FIRE)."""
 
-    def __init__(self, env: gym.Env, noop_max: int) -> None:
+    def __init__(self, env: gym.Env, noop_max: int, fire: bool) -> None:
         super().__init__(env)
         self.noop_max = noop_max
+        meanings = env.unwrapped.get_action_meanings()
+        self.fire = meanings.index("FIRE") if fire and "FIRE" in meanings else None
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         obs, info = self.env.reset(**kwargs)
-        for _ in range(int(self.np_random.integers(0, self.noop_max + 1))):
-            obs, _, terminated, truncated, info = self.env.step(0)
-            if terminated or truncated:
-                obs, info = self.env.reset(**kwargs)
-        return obs, info
-
-
-class FireReset(gym.Wrapper):
-    """Press FIRE after a reset in the games that wait for it (as ale-py's native env does)."""
-
-    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
-        obs, info = self.env.reset(**kwargs)
-        meanings = self.env.unwrapped.get_action_meanings()
-        if "FIRE" in meanings:
-            obs, _, terminated, truncated, info = self.env.step(meanings.index("FIRE"))
-            if terminated or truncated:
-                obs, info = self.env.reset(**kwargs)
+        frames = int(self.np_random.integers(0, max(self.noop_max, 1)))
+        if self.fire is not None:
+            obs, _, _, _, info = self.env.step(self.fire)
+            frames -= 1
+        for _ in range(frames):
+            obs, _, terminated, _, info = self.env.step(NOOP)
+            if terminated:
+                obs, info = self.env.reset()
         return obs, info
 
 
