@@ -10,7 +10,9 @@ replay does: the spec's action policy with its schedules at their end values, or
 checkpoint's statistics before the net; actions come back in the env's action space (a bounded
 Box rescaled from the agent's [-1, 1], a Discrete shifted to its `start`).
 
-`slm_lab` imports this module when `load_agent` is first used: torch loads then.
+`slm_lab` imports this module when `load_agent` is first used: torch loads then. The light
+install (`uv sync --no-default-groups`) has no torch nor Gymnasium: the import raises one
+ModuleNotFoundError saying to run `uv sync`.
 """
 
 import dataclasses
@@ -18,21 +20,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import gymnasium as gym
-import numpy as np
+from slm_lab.lib.util import FULL_INSTALL_FIX, FULL_INSTALL_MODULES
 
-from slm_lab.agent.agent import Agent, rng_state, set_rng_state
-from slm_lab.agent.net.config import env_seq_len
-from slm_lab.env.backend import EnvInfo
-from slm_lab.env.clock import Clock
-from slm_lab.env.registry import backend_module
-from slm_lab.env.spaces import is_bounded
-from slm_lab.env.wrappers import ObsNormalizer
-from slm_lab.experiment import record
-from slm_lab.experiment.layout import RunLayout, is_run_dir
-from slm_lab.lib import io
-from slm_lab.spec import schema
-from slm_lab.spec.schema import Spec
+try:
+    import gymnasium as gym
+    import numpy as np
+
+    from slm_lab.agent.agent import Agent, rng_state, set_rng_state
+    from slm_lab.agent.net.config import env_seq_len
+    from slm_lab.env.backend import EnvInfo
+    from slm_lab.env.clock import Clock
+    from slm_lab.env.registry import backend_module
+    from slm_lab.env.spaces import is_bounded
+    from slm_lab.env.wrappers import ObsNormalizer
+    from slm_lab.experiment import record
+    from slm_lab.experiment.checkpointer import Checkpointer
+    from slm_lab.experiment.layout import RunLayout, is_run_dir
+    from slm_lab.lib import io
+    from slm_lab.spec import schema
+    from slm_lab.spec.schema import Spec
+except ModuleNotFoundError as err:  # the light core (`uv sync --no-default-groups`)
+    if err.name not in FULL_INSTALL_MODULES:
+        raise
+    raise ModuleNotFoundError(
+        f"load_agent needs the full install (torch, Gymnasium...): {FULL_INSTALL_FIX}",
+        name=err.name,
+    ) from None
 
 CHECKPOINTS = ("best", "latest")
 BUILD_SEED = 0  # the env built to read its spaces is never stepped
@@ -92,8 +105,8 @@ def load_agent(
     session: int = 0,
 ) -> TrainedAgent:
     """The agent of `session` in the run folder `run_dir` (a `train` or `dev` run, a search's
-    trial folder, or one pulled from the Hub) at its `best` checkpoint (the best total_reward)
-    or its `latest`."""
+    trial folder, or one pulled from the Hub) at its `best` checkpoint (the best total_reward;
+    the latest where no best was written yet, as an enjoy@ replay takes it) or its `latest`."""
     root = Path(run_dir)
     if not is_run_dir(root):
         raise FileNotFoundError(
@@ -105,10 +118,13 @@ def load_agent(
         spec, info = record.read(root)
     if spec.agent.algorithm.name == "Random":
         raise ValueError(f"{root}: a Random agent has no trained policy to load")
-    model_path = RunLayout(root, spec.name).ckpt(info.trial, session, checkpoint)[0]
+    checkpointer = Checkpointer(RunLayout(root, spec.name), info.trial, session)
+    # best: the model an enjoy@ replay plays, the latest one until a best is written
+    model_path = checkpointer.model_path() if checkpoint == "best" else checkpointer.latest[0]
     if not model_path.exists():
+        which = "" if checkpoint == "best" else "latest "
         raise FileNotFoundError(
-            f"{model_path}: session {session} of {root} has no {checkpoint} checkpoint"
+            f"{model_path}: session {session} of {root} has no {which}checkpoint"
         )
     model = io.load_torch(model_path)
     agent, env_info, action_space = build_agent(spec)

@@ -5,6 +5,7 @@ space; deterministic actions are the argmax (the mean) of the net on the normali
 
 import contextlib
 import dataclasses
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from slm_lab.env.wrappers import ObsNormalizer
 from slm_lab.trained import TrainedAgent
 
 ENVS = {"discrete": "CartPole-v1", "continuous": "Pendulum-v1"}
+NEEDS_FULL_INSTALL = "load_agent needs the full install (torch, Gymnasium...): run uv sync"
 
 
 def train(workdir: Path, name: str, spec: dict[str, Any]) -> Path:
@@ -139,14 +141,47 @@ def test_bad_calls(trained_runs: dict[str, Path], tmp_path: Path) -> None:
         load_agent(tmp_path)
     with pytest.raises(ValueError, match="checkpoint='worst': one of best, latest"):
         load_agent(run_dir, checkpoint="worst")  # type: ignore[arg-type]
-    with pytest.raises(FileNotFoundError, match="session 5 of .* has no best checkpoint"):
+    with pytest.raises(FileNotFoundError, match="session 5 of .* has no checkpoint"):
         load_agent(run_dir, session=5)
+    with pytest.raises(FileNotFoundError, match="session 5 of .* has no latest checkpoint"):
+        load_agent(run_dir, checkpoint="latest", session=5)
     agent = load_agent(run_dir)
     with pytest.raises(ValueError, match=r"obs of shape \(3,\): expected one observation \(4,\)"):
         agent.act(np.zeros(3))
     random_run = train(tmp_path, "random_cartpole", make_spec("random", max_frame=200))
     with pytest.raises(ValueError, match="a Random agent has no trained policy"):
         load_agent(random_run)
+
+
+@pytest.mark.cli
+def test_best_falls_back_to_the_latest_checkpoint_as_enjoy_does(
+    trained_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A session with no best checkpoint (none written yet): load_agent and an enjoy@ replay
+    both take its latest."""
+    run_dir = Path(shutil.copytree(trained_runs["discrete"], tmp_path / "data" / "run"))
+    [best] = run_dir.glob("model/*_ckpt-best_model.pt")
+    best.unlink()
+    agent = load_agent(run_dir)
+    assert agent.checkpoint.name == "ppo_discrete_t0_s0_ckpt-latest_model.pt"
+    with contextlib.chdir(tmp_path):
+        result = invoke(["run", f"enjoy@{run_dir}", "--episodes", "1"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    assert result.stdout.endswith(f"{agent.checkpoint}\n")
+
+
+@pytest.mark.subprocess
+def test_the_light_install_is_told_to_install_the_rest() -> None:
+    """Without Gymnasium (the light install, `uv sync --no-default-groups`), load_agent raises
+    one error that says what to install, not Gymnasium's own ModuleNotFoundError."""
+    code = (
+        "import sys; sys.modules['gymnasium'] = None; import slm_lab; "
+        "slm_lab.load_agent('data/any_run')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == f"ModuleNotFoundError: {NEEDS_FULL_INSTALL}", out.stderr
+    assert "During handling" not in out.stderr and "No module named" not in out.stderr
 
 
 @pytest.mark.subprocess

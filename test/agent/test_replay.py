@@ -528,6 +528,20 @@ def test_frame_stacks_sample_what_whole_stacks_do(
     assert older > 2 and (finals > 2 or finals == mems[1].capacity)
 
 
+@pytest.mark.parametrize("num_envs", [64, 128, 1024])
+def test_frame_stacks_of_many_envs_rebuild_the_true_stacks(num_envs: int) -> None:
+    """With 64 envs or more a stack's start row lies depth x num_envs cells back, beyond int8:
+    the stacks that started 1 to 3 rows back (every env's first rows, each restart) still come
+    back as they were and sampling does not raise."""
+    mems = stack_memories(Replay, num_envs, max_size=6 * num_envs, batch_size=2 * num_envs)
+    stream, rng = StackStream(num_envs), np.random.default_rng(1)
+    for _ in range(10):
+        feed(mems, stream.step())
+        assert_same_batches(*sample_all(mems, rng))
+    depth = mems[1].stacks.depth
+    assert (depth == 2).any() and (depth < K - 1).any()  # stacks 2 rows past their start
+
+
 def test_frame_stacks_of_floats_are_kept_bit_for_bit() -> None:
     """Float stacks (k = 2, one env): a restart padded with -0.0 is not zero padding, and a
     frame with a NaN still continues its stack; every batch has the bytes whole stacks give."""

@@ -1,6 +1,6 @@
 """The light core install (`uv sync --no-default-groups`: no torch, no Gymnasium) runs the
 commands README's Install section names, through the console script as a user runs them, and
-`run` says in one line that it needs the full install.
+`run` says in one line that it needs the full install, as `load_agent` says in its one error.
 
 Not a pytest module (pytest is not in the light core): .ci/light_install.sh runs it with the
 light environment's Python, `python test/cli/light_install.py`; an assertion failing exits 1.
@@ -23,6 +23,7 @@ SPEC_FILE, SPEC_NAME = "benchmark/ppo/ppo_cartpole.json", "ppo_cartpole"
 REPO, TOKEN = "me/slm-lab-runs", "hf_" + "LightInstallToken" * 2
 SYNTAX_ONLY = "syntax only: env spaces not checked without the full install; run uv sync"
 NEEDS_FULL = "error: slm-lab run needs the full install (torch, Gymnasium...): run uv sync\n"
+LOAD_AGENT_NEEDS_FULL = "load_agent needs the full install (torch, Gymnasium...): run uv sync"
 TIMEOUT_S = 120
 
 
@@ -111,6 +112,20 @@ def check_run_refused(tmp: Path) -> None:
         assert out.stderr == NEEDS_FULL and not out.stdout, out.stderr
 
 
+def check_load_agent_refused() -> None:
+    """`load_agent` raises one error saying what to install, not Gymnasium's own."""
+    code = f"import slm_lab; slm_lab.load_agent({str(V5_RUN)!r})"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.splitlines()[-1] == f"ModuleNotFoundError: {LOAD_AGENT_NEEDS_FULL}", (
+        out.stderr
+    )
+    assert "During handling" not in out.stderr, out.stderr
+    print("ok  load_agent: needs the full install")
+
+
 def main() -> None:
     check_no_heavy()
     slm_lab("--help")
@@ -121,6 +136,7 @@ def main() -> None:
         check_hub(tmp)
         check_run_remote(tmp)
         check_run_refused(tmp)
+    check_load_agent_refused()
     print("light install: every light command ran without torch")
 
 

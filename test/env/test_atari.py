@@ -145,6 +145,54 @@ def test_the_single_env_path_gives_the_native_layout(obs_type: str) -> None:
         vec.close()
 
 
+def single_envs(config: EnvConfig, num_envs: int) -> SyncVectorEnv:
+    """The single-env path's vector env (render, enjoy --record, ram)."""
+    make_env = functools.partial(atari_backend._single_env, config, None)
+    return SyncVectorEnv([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+@pytest.mark.parametrize("use_fire_reset", [False, True])
+@pytest.mark.parametrize("obs_type", ["grayscale", "ram"])
+def test_the_single_env_path_plays_the_native_game(obs_type: str, use_fire_reset: bool) -> None:
+    """Without sticky actions or no-ops (whose draws come from different generators), the single
+    env plays the native env's game, FIRE reset or not, over several lives of Breakout (FIRE
+    serves each ball): the same stacks of frames, or for ram the same rewards and lives."""
+    env = {"repeat_action_probability": 0.0, "noop_max": 0, "use_fire_reset": use_fire_reset}
+    native = atari_backend._vector(config_of("ALE/Breakout-v5", 1, **env), 1, render_mode=None)
+    single = single_envs(config_of("ALE/Breakout-v5", 1, obs_type=obs_type, **env), 1)
+    rng = np.random.default_rng(0)
+    (native_obs, native_info), (obs, info) = native.reset(seed=0), single.reset(seed=0)
+    same_stacks, lives = [np.array_equal(native_obs, obs)], [native_info["lives"]]
+    for _ in range(300):
+        actions = rng.integers(native.single_action_space.n, size=1)
+        native_obs, *native_out, native_info = native.step(actions)
+        obs, *out, info = single.step(actions)
+        assert [x.tolist() for x in out] == [x.tolist() for x in native_out]
+        assert info["lives"].tolist() == native_info["lives"].tolist()
+        same_stacks.append(np.array_equal(native_obs, obs))
+        lives.append(native_info["lives"])
+    assert len(np.unique(lives)) >= 3  # lives went: FIRE served more than one ball
+    if obs_type == "grayscale":
+        assert all(same_stacks)
+    native.close()
+    single.close()
+
+
+@pytest.mark.parametrize("obs_type", ["grayscale", "ram"])
+def test_the_single_env_resets_count_no_ops_in_frames(obs_type: str) -> None:
+    """A reset presses FIRE (Breakout) and no-ops for a number of emulator frames drawn below
+    noop_max, FIRE included, as the native env does: never a number of agent steps."""
+    num_envs, noop_max = 32, 30
+    native = atari_backend._vector(config_of("ALE/Breakout-v5", num_envs), num_envs, None)
+    single = single_envs(config_of("ALE/Breakout-v5", 1, obs_type=obs_type), num_envs)
+    for vec in (native, single):
+        _, info = vec.reset(seed=0)
+        frames = info["episode_frame_number"]
+        assert 1 <= frames.min() and frames.max() < noop_max, frames
+        assert len(np.unique(frames)) > noop_max // 3  # drawn, not fixed
+        vec.close()
+
+
 @pytest.mark.parametrize("obs_type", ["grayscale", "ram"])
 def test_max_t_cuts_games_at_that_many_agent_steps_on_both_paths(obs_type: str) -> None:
     """ram takes the single-env path, whose resets step no-ops and FIRE: max_t counts neither."""
@@ -290,6 +338,68 @@ def test_clip_reward_false_trains_on_the_games_own_rewards() -> None:
     rollout = play(SCORING_GAME, 2, 40, clip_reward=False)
     raw = np.array(rollout.ale.rewards)
     assert raw.max() > 1 and np.array_equal(stacked(rollout.transitions, "rewards"), raw)
+
+
+@pytest.mark.parametrize("obs_type", ["grayscale", "ram"])
+def test_a_life_lost_as_the_time_limit_ends_the_game_is_a_training_terminal(
+    obs_type: str,
+) -> None:
+    """The step that hits max_t and loses a life ends the game truncated, a terminal for
+    training (as a lost life is), with the game's true final stack and its full score; native
+    and single-env paths alike. The same game without a time limit gives the reference."""
+
+    def steps(backend: AtariVecEnv, n: int) -> list[Transition]:
+        rng = np.random.default_rng(3)  # a first lost life after some points, on both paths
+        backend.record_episodes()
+        backend.reset()
+        return [backend.step(random_actions(backend, rng)) for _ in range(n)]
+
+    env = {"life_loss_info": True, "clip_reward": False, "obs_type": obs_type}
+    whole = make(SCORING_GAME, 1, **env)
+    reference = steps(whole, 100)
+    assert whole.clock.epi == 0  # one game: every terminal is a lost life
+    whole.close()
+    max_t = int(np.flatnonzero(stacked(reference, "terminateds"))[0]) + 1
+    score = float(sum(t.rewards[0] for t in reference[:max_t]))
+    assert score > 1  # the points before that life went, which the game's score keeps
+
+    cut = make(SCORING_GAME, 1, max_t=max_t, **env)
+    played = steps(cut, max_t + 1)
+    last = played[max_t - 1]
+    assert (last.terminateds.tolist(), last.truncateds.tolist()) == ([True], [True])
+    assert not stacked(played[: max_t - 1], "terminateds").any()
+    assert np.array_equal(last.next_obs, reference[max_t - 1].next_obs)  # the final stack
+    [finished] = cut.pop_episodes()
+    assert (finished.returns.tolist(), finished.lengths.tolist()) == ([score], [max_t])
+    if obs_type != "ram":  # the next game's first stack, which the step after continues
+        assert_reset_stacks(played[max_t].obs)
+    cut.close()
+
+
+def test_a_game_over_beside_a_game_cut_by_the_time_limit() -> None:
+    """Breakout pressing FIRE and never moving loses its balls within ~120 steps. With max_t the
+    step of the first game over, that game ends terminated and the other is cut, truncated, in
+    the same step: each transition has its own game's final stack, each env a new game."""
+    fire = np.ones(2, dtype=np.int64)
+
+    def steps(backend: AtariVecEnv, n: int) -> list[Transition]:
+        backend.reset()
+        return [backend.step(fire) for _ in range(n)]
+
+    whole = make("ALE/Breakout-v5")
+    reference = steps(whole, 200)
+    whole.close()
+    overs = stacked(reference, "terminateds")
+    max_t = int(np.flatnonzero(overs.any(axis=1))[0]) + 1
+    assert overs[max_t - 1].sum() == 1  # one game over, the other game goes on
+
+    cut = make("ALE/Breakout-v5", max_t=max_t)
+    last = steps(cut, max_t)[-1]
+    assert np.array_equal(last.terminateds, overs[max_t - 1])
+    assert np.array_equal(last.truncateds, ~overs[max_t - 1])
+    assert np.array_equal(last.next_obs, reference[max_t - 1].next_obs)
+    assert_reset_stacks(cut.obs)
+    cut.close()
 
 
 # -- through the agent ---------------------------------------------------------------------------

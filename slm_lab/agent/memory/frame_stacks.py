@@ -130,7 +130,8 @@ class FrameStacks:
     def stacks(self, idxs: np.ndarray) -> np.ndarray:
         """The obs of the replay's transitions `idxs`, [n, k, *frame_shape]."""
         cells = self.cell_of[idxs]
-        depth = self.depth.reshape(-1)[cells]
+        # stored as int8 (0 to k - 1), but depth x num_envs cells exceeds int8 from 64 envs on
+        depth = self.depth.reshape(-1)[cells].astype(np.intp)
         frames = self.frames.reshape((-1,) + self.frames.shape[2:])
         out = frames.take((cells[:, None] - self.back_cells) % self.num_cells, axis=0)
         short = self.back > depth[:, None]  # positions before the stack's start row
