@@ -41,7 +41,7 @@ from slm_lab.agent.net.config import (
     check_net_input,
 )
 from slm_lab.env.config import EnvConfig
-from slm_lab.env.registry import backend_module
+from slm_lab.env.registry import backend_module, newer_version
 from slm_lab.experiment.config import MetaConfig
 from slm_lab.lib.config import Config, SpecError, did_you_mean
 from slm_lab.lib.schedule import VarScheduler
@@ -712,6 +712,10 @@ def check_env_fit(spec: Spec) -> None:
 
     agent, env, algo = spec.agent, spec.env, spec.agent.algorithm
     obs_space, action_space = env_spaces(env)
+    if (newer := newer_version(env.name)) is not None:
+        from loguru import logger
+
+        logger.warning(f"env.name: {env.name} is out of date: use {newer}")
     for key, net in (("net", agent.net), ("critic_net", agent.critic_net)):
         if net is not None and (message := check_net_input(net.base, obs_space.shape, env.name)):
             raise SpecError(message.replace("agent.net", f"agent.{key}"))

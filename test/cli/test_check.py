@@ -3,6 +3,9 @@ and the SLM Lab v5 spec keys and features (known, or one line saying they are no
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,18 @@ def check(
     path = write_spec_file(in_tmp / f"specs{suffix}", specs)
     result = invoke(["check", str(path)])
     return result.exit_code, result.stdout.splitlines(), result.stderr.splitlines()
+
+
+def console(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """The installed `slm-lab` script in a fresh process."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "slm-lab"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
 
 
 def without(spec: dict[str, Any], path: str) -> dict[str, Any]:
@@ -561,3 +576,44 @@ def test_a_run_that_never_trains_is_warned_at_its_start(
     assert result.stderr.rstrip().endswith(
         "env.max_frame: 50 ends before the first update at frame 64 (time_horizon 32 x num_envs 2): the run never trains; raise max_frame or lower time_horizon"
     )
+
+
+def test_check_names_the_version_to_use_of_an_out_of_date_id(in_tmp: Path) -> None:
+    code, out, err = check(in_tmp, {"v4": make_spec("random", "Hopper-v4")})
+    assert (code, out, len(err)) == (0, ["ok: v4"], 1)
+    assert err[0].endswith("WARNING | env.name: Hopper-v4 is out of date: use Hopper-v5")
+    code, out, err = check(in_tmp, {"v5": make_spec("random", "Hopper-v5")})
+    assert (code, out, err) == (0, ["ok: v5"], [])
+
+
+@pytest.mark.subprocess
+def test_an_out_of_date_id_is_one_line_of_ours_through_the_console_script(tmp_path: Path) -> None:
+    """Gymnasium's own warning (colored, with its source line) is not printed by check, nor by
+    the run's sessions; the run starts with our line."""
+    spec_file = write_spec_file(tmp_path / "v4.json", {"v4": make_spec("random", "Hopper-v4")})
+    ours = "WARNING | env.name: Hopper-v4 is out of date: use Hopper-v5"
+    checked = console(tmp_path, "check", str(spec_file))
+    assert (checked.returncode, checked.stdout) == (0, "ok: v4\n")
+    [line] = checked.stderr.splitlines()
+    assert line.endswith(ours)
+    ran = console(tmp_path, "run", str(spec_file), "v4", "dev", "--max-frame", "50")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stderr.splitlines()[0].endswith(ours) and ran.stderr.count(ours) == 1
+    assert "DeprecationWarning" not in ran.stderr and "\x1b[" not in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            "Breakout",
+            "env.name: Breakout: an Atari game's id is namespaced and versioned: use ALE/Breakout-v5",
+        ),
+        ("Pong-v5", "env.name: Pong-v5: an Atari game's v5 id is namespaced: use ALE/Pong-v5"),
+    ],
+)
+def test_an_atari_game_without_its_namespace_gets_the_id_to_use(
+    env: str, line: str, in_tmp: Path
+) -> None:
+    code, out, err = check(in_tmp, {"atari": make_spec("random", env)})
+    assert (code, out, err) == (2, [], [f"error: atari: {line}"])
