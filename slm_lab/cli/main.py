@@ -426,6 +426,7 @@ def _enjoy(
     record: bool,
 ) -> None:
     from slm_lab.experiment import control
+    from slm_lab.lib.util import counted
     from slm_lab.spec.spec_util import SpecError
 
     try:
@@ -433,10 +434,12 @@ def _enjoy(
     except SpecError as e:
         _fail(str(e))
     typer.echo(
-        f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
+        f"enjoy: {counted(result['episodes'], 'episode')} | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
     )
-    if record:
+    if record:  # the video's path names the folder
         typer.echo(f"video: {result['video']} ({result['video_frames']} frames)")
+    else:
+        typer.echo(f"enjoy folder: {result['folder']}")
 
 
 def _search(
@@ -506,9 +509,10 @@ def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
     """The trials, then the command that runs the best one again on new seeds (its score among
     the trials is partly its seeds' luck)."""
     from slm_lab.experiment.layout import RunLayout, validation_name
+    from slm_lab.lib.util import counted
 
     layout = RunLayout(search_dir, name)
-    _print_trials(summary.trials, name, f"search: {len(summary.trials)} trials")
+    _print_trials(summary.trials, name, f"search: {counted(len(summary.trials), 'trial')}")
     typer.echo(f"experiment table: {layout.experiment_df}")
     if summary.best_spec is None:
         _fail(f"no trial of {name} completed (see {layout.experiment_df})", 1)

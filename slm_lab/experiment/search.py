@@ -67,7 +67,7 @@ class SearchStopped(Exception):
     that had ended (see trials_so_far)."""
 
     def __init__(self, trials: list[dict[str, Any]], signum: int | None) -> None:
-        super().__init__(f"{len(trials)} trials ended")
+        super().__init__(f"{analysis.counted(len(trials), 'trial')} ended")
         self.trials, self.signum = trials, signum
 
 

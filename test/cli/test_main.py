@@ -270,3 +270,26 @@ def test_a_command_typo_is_still_no_such_command(in_tmp: Path) -> None:
     result = v5_invoke("uv run slm-lab chek demo.json")
     assert result.exit_code == 2
     assert "No such command 'chek'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("n", "noun", "text"),
+    [(0, "episode", "0 episodes"), (1, "episode", "1 episode"), (2, "thread", "2 threads")],
+)
+def test_counted_says_one_noun_in_the_singular(n: int, noun: str, text: str) -> None:
+    assert util.counted(n, noun) == text
+
+
+@pytest.mark.cli
+def test_enjoy_says_its_folder_and_one_episode_in_the_singular(in_tmp: Path) -> None:
+    spec_file = write_spec_file(in_tmp / "s.json", {SPEC_NAME: make_spec("ppo")})
+    trained = invoke(["run", str(spec_file), SPEC_NAME, "dev"])
+    assert trained.exit_code == 0, trained.stderr[-3000:]
+    [run_dir] = list(Path("data").iterdir())
+    result = invoke(["run", f"enjoy@{run_dir}", "--episodes", "1"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    [enjoy_dir] = set(Path("data").iterdir()) - {run_dir}
+    first, last = result.stdout.splitlines()
+    assert first.startswith("enjoy: 1 episode | mean_return:")
+    assert last == f"enjoy folder: {enjoy_dir}"
+    assert (enjoy_dir / "enjoy_metrics.json").is_file()
