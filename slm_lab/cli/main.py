@@ -4,6 +4,7 @@ Module level imports only Typer, so `slm-lab --help` starts in a blink; each com
 what it uses (spec validation, then torch only once the input is known to be good).
 """
 
+import difflib
 import os
 import signal
 import sys
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # the CLI imports each module in the command that uses it
     from slm_lab.spec.schema import Spec
 
 app = typer.Typer(
-    help="SLM Lab: modular deep reinforcement learning. One spec file describes a whole experiment.",
+    help="SLM Lab: modular deep reinforcement learning. One spec file describes a whole experiment. `slm-lab SPEC_FILE SPEC_NAME MODE` (no command) is `slm-lab run SPEC_FILE SPEC_NAME MODE`.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -47,6 +48,7 @@ SHORTCUTS = {
     "seed": "meta.random_seed",
 }
 DISPLAY_VARS = ("DISPLAY", "WAYLAND_DISPLAY")
+GLOBAL_OPTIONS = ("-h", "--help", "--version")  # the app's own options, before any command
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -69,7 +71,7 @@ def main(
         ),
     ] = False,
 ) -> None:
-    """SLM Lab: modular deep reinforcement learning. One spec file describes a whole experiment."""
+    """SLM Lab: modular deep reinforcement learning. One spec file describes a whole experiment. `slm-lab SPEC_FILE SPEC_NAME MODE` (no command) is `slm-lab run SPEC_FILE SPEC_NAME MODE`."""
 
 
 def _parse_mode(mode: str) -> tuple[str, str]:
@@ -424,6 +426,7 @@ def _enjoy(
     record: bool,
 ) -> None:
     from slm_lab.experiment import control
+    from slm_lab.lib.util import counted
     from slm_lab.spec.spec_util import SpecError
 
     try:
@@ -431,10 +434,12 @@ def _enjoy(
     except SpecError as e:
         _fail(str(e))
     typer.echo(
-        f"enjoy: {result['episodes']} episodes | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
+        f"enjoy: {counted(result['episodes'], 'episode')} | mean_return:{result['mean_return']:.2f} | std_return:{result['std_return']:.2f} | checkpoint:{result['checkpoint']}"
     )
-    if record:
+    if record:  # the video's path names the folder
         typer.echo(f"video: {result['video']} ({result['video_frames']} frames)")
+    else:
+        typer.echo(f"enjoy folder: {result['folder']}")
 
 
 def _search(
@@ -504,9 +509,10 @@ def _print_summary(summary: Any, name: str, search_dir: Path) -> None:
     """The trials, then the command that runs the best one again on new seeds (its score among
     the trials is partly its seeds' luck)."""
     from slm_lab.experiment.layout import RunLayout, validation_name
+    from slm_lab.lib.util import counted
 
     layout = RunLayout(search_dir, name)
-    _print_trials(summary.trials, name, f"search: {len(summary.trials)} trials")
+    _print_trials(summary.trials, name, f"search: {counted(len(summary.trials), 'trial')}")
     typer.echo(f"experiment table: {layout.experiment_df}")
     if summary.best_spec is None:
         _fail(f"no trial of {name} completed (see {layout.experiment_df})", 1)
@@ -919,5 +925,29 @@ def run_remote(
         raise typer.Exit(code)
 
 
+def command_args(args: list[str]) -> list[str]:
+    """`args` with `run` put first where SLM Lab v5's form leaves it out: `slm-lab SPEC_FILE
+    SPEC_NAME train`, `slm-lab --render SPEC_FILE SPEC_NAME dev`. A first argument that is a
+    command, a global option (--help, --version) or a near miss of a command (Typer names the
+    command it meant) is left as it is."""
+    if not args:
+        return args
+    first = args[0]
+    commands = [
+        c.name or typer.main.get_command_name(c.callback.__name__) for c in app.registered_commands
+    ]
+    if first in commands or first in GLOBAL_OPTIONS:
+        return args
+    looks_like_run = first.startswith("-") or _is_mode(first) or any(c in first for c in "./@")
+    if not looks_like_run and difflib.get_close_matches(first, commands, n=1):
+        return args
+    return ["run", *args]
+
+
+def cli() -> None:
+    """The `slm-lab` console script: the app, with v5's `slm-lab SPEC_FILE SPEC_NAME MODE`."""
+    app(args=command_args(sys.argv[1:]), prog_name="slm-lab")
+
+
 if __name__ == "__main__":
-    app()
+    cli()

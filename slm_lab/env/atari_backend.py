@@ -54,6 +54,7 @@ from slm_lab.env.config import EnvConfig
 from slm_lab.env.gym_backend import GymVecEnv
 from slm_lab.env.wrappers import ActionRepeat
 from slm_lab.lib.config import UNSET, SpecError, did_you_mean
+from slm_lab.lib.util import counted
 
 REWARD_CLIP = (-1.0, 1.0)  # the training rewards' default range, as DQN's and ALE v5's
 # ale-py's native vector env options a spec may set (ALE's own reward clipping, episodic life
@@ -352,7 +353,7 @@ class AtariVecEnv(GymVecEnv):
         how = (
             "sync (single ALE envs)"
             if single
-            else f"ale-py's native vector env ({config.kwargs['num_threads']} threads)"
+            else f"ale-py's native vector env ({counted(config.kwargs['num_threads'], 'thread')})"
         )
         return _vector(config, config.num_envs, render_mode), how
 

@@ -10,6 +10,7 @@ one entry here.
 
 import importlib
 import re
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # the registry itself loads no simulator
     from slm_lab.env.backend import BackendModule
 
 NOT_YET = "is not available yet in this release"
+OUT_OF_DATE = ".*is out of date"  # Gymnasium's colored warning on an id with a newer version
 # the games ALE v5 registers, as its ids spell them (ALE/<Game>-v5): a legacy id of one of them,
 # e.g. VideoPinball-v0, is an Atari id, while another unknown <Name>-v0 is just not registered.
 # Blackjack is left out: Gymnasium's toy text has it, so Blackjack-v0 is a typo of Blackjack-v1.
@@ -156,6 +158,13 @@ FAMILIES: list[Family] = [
         "a legacy Atari id; SLM Lab runs ALE v5: use ALE/{game}-v5 (frameskip 4 and sticky "
         "actions 0.25 by default; env.frameskip and env.repeat_action_probability set them)",
     ),
+    # a game by its name alone, as v5's docs name it (Gymnasium registers no such id)
+    Family(
+        "Atari game by its name",
+        rf"(?P<game>{'|'.join(ATARI_GAMES)})",
+        None,
+        "an Atari game's id is namespaced and versioned: use ALE/{game}-v5",
+    ),
     # a v5 game without its namespace (Gymnasium registers none of them as such)
     Family(
         "Atari without its namespace",
@@ -166,6 +175,26 @@ FAMILIES: list[Family] = [
     Family("MuJoCo Playground", r"playground/.+", None, f"MuJoCo Playground {NOT_YET}"),
     Family("Gymnasium", r".*", "slm_lab.env.gym_backend"),  # the last: it takes every id
 ]
+
+
+def newer_version(env_name: str) -> str | None:
+    """The id to use instead of a versioned Gymnasium id with a newer version registered
+    (Hopper-v4: Hopper-v5); None for the newest, an unversioned id or one of another family."""
+    if family_of(env_name) is not FAMILIES[-1]:
+        return None
+    import gymnasium as gym  # the registry itself loads no simulator
+
+    registration = gym.envs.registration
+    module, _, env_id = env_name.rpartition(":")
+    try:
+        namespace, name, version = registration.parse_env_id(env_id)
+    except gym.error.Error:
+        return None  # not an id Gymnasium could register: its validation names it
+    latest = registration.find_highest_version(namespace, name)
+    if version is None or latest is None or latest <= version:
+        return None
+    newer = registration.get_env_id(namespace, name, latest)
+    return f"{module}:{newer}" if module else newer
 
 
 def family_of(env_name: str) -> Family:
@@ -182,4 +211,7 @@ def backend_module(env_name: str) -> "BackendModule":
     family = family_of(env_name)
     if family.module is None:
         raise SpecError(f"env.name: {env_name}: {family.refusal(env_name)}")
-    return importlib.import_module(family.module)
+    module = importlib.import_module(family.module)
+    if family is FAMILIES[-1]:  # validation says which id to use in one line (newer_version)
+        warnings.filterwarnings("ignore", OUT_OF_DATE, DeprecationWarning)
+    return module

@@ -25,7 +25,7 @@ from typing import Literal
 
 import gymnasium as gym
 
-from slm_lab.lib.util import machine_cpus
+from slm_lab.lib.util import counted, machine_cpus
 
 Mode = Literal["sync", "async"]
 CONFIG_REASON = "env.vectorization_mode"  # why an explicit mode is used: the spec says so
@@ -97,7 +97,10 @@ def choose(
     if render:
         return "sync", "auto: rendering"
     if not can_run_async(num_envs, cpus):
-        return "sync", f"auto: {num_envs} env(s), {cpus} free core(s)"
+        return "sync", f"auto: {counted(num_envs, 'env')}, {counted(cpus, 'free core')}"
     seconds = step_seconds(make_env)
     chosen = auto_mode(seconds, num_envs, cpus)
-    return chosen, f"auto: one step {seconds * 1e6:.0f} us, {num_envs} envs, {cpus} free cores"
+    return (
+        chosen,
+        f"auto: one step {seconds * 1e6:.0f} us, {counted(num_envs, 'env')}, {counted(cpus, 'free core')}",
+    )

@@ -35,6 +35,7 @@ import numpy as np
 from slm_lab.experiment.layout import EVAL_SUFFIX, RunLayout, prefix
 from slm_lab.lib import io
 from slm_lab.lib.logger import logger
+from slm_lab.lib.util import counted
 from slm_lab.spec import random_baseline
 
 if TYPE_CHECKING:
@@ -416,11 +417,6 @@ def plot_session(table: Table, title: str, path: Path) -> None:
     if not panels:
         top.set_xlabel("frame")
     _save(fig, path)
-
-
-def counted(n: int, noun: str) -> str:
-    """`1 session`, `2 sessions`."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def plot_trial(tables: Sequence[Table], title: str, path: Path) -> None:

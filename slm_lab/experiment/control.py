@@ -99,7 +99,7 @@ class Trial:
             return None
         if len(sessions) < self.max_session:
             logger.warning(
-                f"{pre}: {len(sessions)} of {self.max_session} sessions completed; trial metrics cover those"
+                f"{pre}: {len(sessions)} of {util.counted(self.max_session, 'session')} completed; trial metrics cover those"
             )
         metrics, self.eval_metrics = analysis.write_trial(
             self.spec, self.layout, self.trial, sessions
@@ -172,4 +172,4 @@ def enjoy(
         **result,
     }
     io.write_json(result, out / "enjoy_metrics.json")
-    return result
+    return {**result, "folder": str(out)}

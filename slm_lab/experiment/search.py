@@ -79,7 +79,7 @@ class SearchStopped(Exception):
     (trial_rows)."""
 
     def __init__(self, trials: list[dict[str, Any]], signum: int | None) -> None:
-        super().__init__(f"{len(trials)} trials ended")
+        super().__init__(f"{analysis.counted(len(trials), 'trial')} ended")
         self.trials, self.signum = trials, signum
 
 

@@ -22,6 +22,11 @@ def warn_rate_limited(key: str, message: str, interval: float = WARN_INTERVAL_S)
         logger.warning(message)
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 session`, `2 sessions`: a count and its noun, plural unless 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 # what the light core (`uv sync --no-default-groups`) lacks and training needs
 FULL_INSTALL_MODULES = ("torch", "gymnasium")
 FULL_INSTALL_FIX = "run uv sync"

@@ -26,6 +26,7 @@ from slm_lab.env.clock import Clock
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.registry import backend_module
 from slm_lab.lib.config import parse
+from slm_lab.lib.util import counted
 
 TABLE_PATH = SPEC_DIR / "_random_baseline.json"
 ALE_TABLE_PATH = SPEC_DIR / "_random_baseline_ale.json"
@@ -142,7 +143,7 @@ def check_ale(games: list[str], episodes: int = TABLE_EPISODES) -> None:
         ours = compute(name, {}, episodes)
         ref = table[name]
         print(
-            f"{name}: here {ours:.2f} ({episodes} episodes), table {ref['mean']:.2f} ± {ref['std']:.2f}",
+            f"{name}: here {ours:.2f} ({counted(episodes, 'episode')}), table {ref['mean']:.2f} ± {ref['std']:.2f}",
             flush=True,
         )
 

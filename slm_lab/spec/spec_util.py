@@ -22,7 +22,9 @@ import yaml
 from slm_lab import SPEC_DIR
 from slm_lab.agent.algorithm.config import (
     DISCRETE_PDTYPES,
+    OffPolicyConfig,
     PolicyGradientConfig,
+    PPOConfig,
     SoftActorCriticConfig,
     readers,
 )
@@ -39,7 +41,7 @@ from slm_lab.agent.net.config import (
     check_net_input,
 )
 from slm_lab.env.config import EnvConfig
-from slm_lab.env.registry import backend_module
+from slm_lab.env.registry import backend_module, newer_version
 from slm_lab.experiment.config import MetaConfig
 from slm_lab.lib.config import Config, SpecError, did_you_mean
 from slm_lab.lib.schedule import VarScheduler
@@ -600,11 +602,75 @@ def schedule_warnings(spec: Spec) -> list[str]:
     return found
 
 
+def first_update(spec: Spec) -> tuple[int, str, str] | None:
+    """(frame, what sets it, the key that moves it) of the run's first training call; None
+    where the spec cannot say: an algorithm that never trains, or a batch of whole episodes
+    (OnPolicyReplay), whose length the run decides."""
+    algo, memory, num_envs = spec.agent.algorithm, spec.agent.memory, spec.env.num_envs
+    if memory is None or memory.name == "OnPolicyReplay":
+        return None
+    if isinstance(algo, OffPolicyConfig):  # trains once past training_start_step with a batch
+        start, batch = algo.training_start_step, memory.batch_size
+        need, made_of, key = (
+            (start, f"training_start_step {start}", "training_start_step")
+            if start >= batch
+            else (batch, f"agent.memory.batch_size {batch}", "agent.memory.batch_size")
+        )
+        frame = math.ceil(need / num_envs) * num_envs  # the replay fills num_envs a step
+        steps = f" in steps of num_envs {num_envs}" if frame != need else ""
+        return frame, made_of + steps, key
+    if isinstance(algo, PPOConfig):
+        unrolls = f" x num_unrolls {algo.num_unrolls}" if algo.num_unrolls > 1 else ""
+        steps, made_of, key = (
+            algo.time_horizon * algo.num_unrolls,
+            f"time_horizon {algo.time_horizon}{unrolls}",
+            "time_horizon",
+        )
+    else:  # an on-policy batch of training_frequency vector steps
+        steps = algo.training_frequency
+        made_of, key = f"training_frequency {steps}", "training_frequency"
+    return steps * num_envs, f"{made_of} x num_envs {num_envs}", key
+
+
+def update_warning(spec: Spec) -> str | None:
+    """One line when the run reaches max_frame before its first training call: it would log
+    every row with opt_step 0 and end as if it had trained."""
+    first = first_update(spec)
+    if first is None:
+        return None
+    frame, made_of, key = first
+    max_frame, num_envs = spec.env.max_frame, spec.env.num_envs
+    if math.ceil(max_frame / num_envs) * num_envs >= frame:  # the last vector step's frame
+        return None
+    return f"env.max_frame: {max_frame} ends before the first update at frame {frame} ({made_of}): the run never trains; raise max_frame or lower {key}"
+
+
+def update_warnings(spec: Spec) -> list[str]:
+    """`update_warning` of the run; for a search whose own values train, of a trial at each
+    value a searched path can take (its bounds, each choice) that would not."""
+    line = update_warning(spec)
+    if line is not None:
+        return [line]
+    found = []
+    for param in spec.search or ():
+        for value in param.probes():
+            try:
+                trial = spec.trial({param.path: value})
+            except SpecError:
+                continue  # validation names what is wrong with the value
+            line = update_warning(trial)
+            if line is not None:
+                found.append(f"{param.key}: a trial at {value!r} never trains: {line}")
+                break
+    return found
+
+
 def warn_schedules(spec: Spec) -> None:
-    """One warning per schedule that does not fit the run's max_frame."""
+    """One warning per schedule that does not fit the run's max_frame, and one when the run
+    (or a search's trial) ends before its first update."""
     from loguru import logger
 
-    for line in schedule_warnings(spec):
+    for line in schedule_warnings(spec) + update_warnings(spec):
         logger.warning(line)
 
 
@@ -646,6 +712,10 @@ def check_env_fit(spec: Spec) -> None:
 
     agent, env, algo = spec.agent, spec.env, spec.agent.algorithm
     obs_space, action_space = env_spaces(env)
+    if (newer := newer_version(env.name)) is not None:
+        from loguru import logger
+
+        logger.warning(f"env.name: {env.name} is out of date: use {newer}")
     for key, net in (("net", agent.net), ("critic_net", agent.critic_net)):
         if net is not None and (message := check_net_input(net.base, obs_space.shape, env.name)):
             raise SpecError(message.replace("agent.net", f"agent.{key}"))

@@ -3,12 +3,17 @@ and the SLM Lab v5 spec keys and features (known, or one line saying they are no
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import invoke, make_spec, set_path, write_spec_file
 
+from slm_lab import SPEC_DIR
+from slm_lab.cli import main
 from slm_lab.lib import util
 
 CROSSQ = {
@@ -46,6 +51,18 @@ def check(
     path = write_spec_file(in_tmp / f"specs{suffix}", specs)
     result = invoke(["check", str(path)])
     return result.exit_code, result.stdout.splitlines(), result.stderr.splitlines()
+
+
+def console(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """The installed `slm-lab` script in a fresh process."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "slm-lab"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
 
 
 def without(spec: dict[str, Any], path: str) -> dict[str, Any]:
@@ -512,3 +529,91 @@ def test_check_without_the_full_install_checks_the_syntax_only(
     syntax_only = "syntax only: env spaces not checked without the full install; run uv sync"
     assert result.stdout == f"ok: misfit ({syntax_only})\n"
     assert result.stderr == "error: bad_syntax: agent.algorithm.gamma: must be in (0, 1], got 2\n"
+
+
+MUJOCO_FILE = str(SPEC_DIR / "benchmark" / "ppo" / "ppo_mujoco.json")
+NEVER_TRAINS = "env.max_frame: 20000 ends before the first update at frame 32768 (time_horizon 2048 x num_envs 16): the run never trains; raise max_frame or lower time_horizon"
+
+
+@pytest.mark.parametrize(
+    ("spec_name", "sets"),
+    [
+        ("ppo_mujoco", ["-s", "env=Hopper-v5", "-s", "max_frame=2e4"]),
+        ("ppo_hopper", ["-s", "max_frame=2e4"]),  # a search: none of its trials would train
+    ],
+)
+def test_check_warns_of_a_run_that_ends_before_its_first_update(
+    spec_name: str, sets: list[str], in_tmp: Path
+) -> None:
+    """One PPO batch of the MuJoCo specs is 2048 x 16 = 32768 frames: 2e4 never trains."""
+    result = invoke(["check", MUJOCO_FILE, spec_name, *sets])
+    assert (result.exit_code, result.stdout) == (0, f"ok: {spec_name}\n")
+    [line] = result.stderr.splitlines()
+    assert line.endswith(f"WARNING | {NEVER_TRAINS}")
+    enough = invoke(["check", MUJOCO_FILE, spec_name, *sets[:-1], "max_frame=32768"])
+    assert (enough.exit_code, enough.stderr) == (0, "")
+
+
+def test_check_warns_of_a_search_value_whose_trials_never_train(in_tmp: Path) -> None:
+    spec = make_spec("ppo", max_frame=1000, num_envs=4)
+    spec["meta"]["max_trial"] = 4
+    spec["search"] = {"agent.algorithm.time_horizon__choice": [32, 512]}
+    code, out, err = check(in_tmp, {"searched": spec})
+    assert (code, out, len(err)) == (0, ["ok: searched"], 1)
+    assert err[0].endswith(
+        "search.agent.algorithm.time_horizon__choice: a trial at 512 never trains: env.max_frame: 1000 ends before the first update at frame 2048 (time_horizon 512 x num_envs 4): the run never trains; raise max_frame or lower time_horizon"
+    )
+
+
+def test_a_run_that_never_trains_is_warned_at_its_start(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same line when `run` starts (the run itself stubbed), here from --max-frame."""
+    monkeypatch.setattr(main, "_train", lambda *a: None)
+    spec_file = write_spec_file(in_tmp / "s.json", {"short": make_spec("ppo", num_envs=2)})
+    result = invoke(["run", str(spec_file), "short", "dev", "--max-frame", "50"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.rstrip().endswith(
+        "env.max_frame: 50 ends before the first update at frame 64 (time_horizon 32 x num_envs 2): the run never trains; raise max_frame or lower time_horizon"
+    )
+
+
+def test_check_names_the_version_to_use_of_an_out_of_date_id(in_tmp: Path) -> None:
+    code, out, err = check(in_tmp, {"v4": make_spec("random", "Hopper-v4")})
+    assert (code, out, len(err)) == (0, ["ok: v4"], 1)
+    assert err[0].endswith("WARNING | env.name: Hopper-v4 is out of date: use Hopper-v5")
+    code, out, err = check(in_tmp, {"v5": make_spec("random", "Hopper-v5")})
+    assert (code, out, err) == (0, ["ok: v5"], [])
+
+
+@pytest.mark.subprocess
+def test_an_out_of_date_id_is_one_line_of_ours_through_the_console_script(tmp_path: Path) -> None:
+    """Gymnasium's own warning (colored, with its source line) is not printed by check, nor by
+    the run's sessions; the run starts with our line."""
+    spec_file = write_spec_file(tmp_path / "v4.json", {"v4": make_spec("random", "Hopper-v4")})
+    ours = "WARNING | env.name: Hopper-v4 is out of date: use Hopper-v5"
+    checked = console(tmp_path, "check", str(spec_file))
+    assert (checked.returncode, checked.stdout) == (0, "ok: v4\n")
+    [line] = checked.stderr.splitlines()
+    assert line.endswith(ours)
+    ran = console(tmp_path, "run", str(spec_file), "v4", "dev", "--max-frame", "50")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stderr.splitlines()[0].endswith(ours) and ran.stderr.count(ours) == 1
+    assert "DeprecationWarning" not in ran.stderr and "\x1b[" not in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            "Breakout",
+            "env.name: Breakout: an Atari game's id is namespaced and versioned: use ALE/Breakout-v5",
+        ),
+        ("Pong-v5", "env.name: Pong-v5: an Atari game's v5 id is namespaced: use ALE/Pong-v5"),
+    ],
+)
+def test_an_atari_game_without_its_namespace_gets_the_id_to_use(
+    env: str, line: str, in_tmp: Path
+) -> None:
+    code, out, err = check(in_tmp, {"atari": make_spec("random", env)})
+    assert (code, out, err) == (2, [], [f"error: atari: {line}"])

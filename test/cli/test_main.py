@@ -9,6 +9,8 @@ import pytest
 from conftest import BAD_INPUTS, SPEC_NAME, bad_input, invoke, make_spec, write_spec_file
 from typer.testing import Result
 
+from slm_lab import ROOT_DIR
+from slm_lab.cli import main
 from slm_lab.lib import util
 
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")  # the installed console script
@@ -168,3 +170,126 @@ def test_the_light_commands_import_no_torch_nor_gymnasium() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# SLM Lab v5's README and benchmark pages leave `run` out: `uv run slm-lab SPEC_FILE SPEC_NAME MODE`
+V5_LINES = [
+    (
+        "uv run slm-lab slm_lab/spec/benchmark/ppo/ppo_cartpole.json ppo_cartpole train",
+        ("train", "ppo_cartpole", False),
+    ),
+    (
+        "uv run slm-lab --render slm_lab/spec/benchmark/ppo/ppo_cartpole.json ppo_cartpole dev",
+        ("dev", "ppo_cartpole", True),
+    ),
+    (
+        "uv run slm-lab slm_lab/spec/demo.json ppo_cartpole_demo dev",
+        ("dev", "ppo_cartpole_demo", False),
+    ),
+    (
+        "uv run slm-lab slm_lab/spec/benchmark/ppo/ppo_cartpole_search.json ppo_cartpole_search search",
+        ("search", "ppo_cartpole_search", False),
+    ),
+]
+
+
+def v5_invoke(line: str) -> Result:
+    """A v5 command line, less its `uv run slm-lab`, as the console script reads it."""
+    args = line.split()
+    assert args[:3] == ["uv", "run", "slm-lab"]
+    return invoke(main.command_args(args[3:]))
+
+
+@pytest.mark.parametrize(("line", "expected"), V5_LINES)
+def test_v5_command_lines_run_without_the_word_run(
+    line: str,
+    expected: tuple[str, str, bool],
+    in_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each v5 line reaches the run it names (the run itself stubbed: a real one is in
+    test_uv_journeys), with --max-frame after it (above the search's grace_period)."""
+    started: list[tuple[str, str, bool]] = []
+    monkeypatch.setattr(
+        main, "_train", lambda spec, info, *a: started.append((info.mode, spec.name, a[3]))
+    )
+    monkeypatch.setattr(
+        main, "_search", lambda spec, info, *a: started.append((info.mode, spec.name, False))
+    )
+    monkeypatch.setenv("DISPLAY", ":0")  # --render asks for one before the run starts
+    monkeypatch.chdir(ROOT_DIR)  # v5's paths are from the repository root
+    result = v5_invoke(f"{line} --max-frame 40000")
+    assert result.exit_code == 0, result.stderr
+    assert started == [expected]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["slm_lab/spec/demo.json", "ppo_cartpole_demo", "dev"],
+            ["run", "slm_lab/spec/demo.json", "ppo_cartpole_demo", "dev"],
+        ),
+        (["--render", "demo.json"], ["run", "--render", "demo.json"]),
+        (
+            ["-s", "env.max_frame=1000", "demo.json"],
+            ["run", "-s", "env.max_frame=1000", "demo.json"],
+        ),
+        (["train"], ["run", "train"]),
+        (
+            ["enjoy@data/ppo_cartpole_2025_06_01_120000"],
+            ["run", "enjoy@data/ppo_cartpole_2025_06_01_120000"],
+        ),
+        (["run", "demo.json"], ["run", "demo.json"]),
+        (["check", "demo.json"], ["check", "demo.json"]),
+        (["plot-list"], ["plot-list"]),
+        (["run-remote", "-h"], ["run-remote", "-h"]),
+        (["--help"], ["--help"]),
+        (["-h"], ["-h"]),
+        (["--version"], ["--version"]),
+        (["chek", "demo.json"], ["chek", "demo.json"]),  # a command's typo: Typer names `check`
+        ([], []),
+    ],
+)
+def test_command_args_puts_run_where_v5_leaves_it_out(args: list[str], expected: list[str]) -> None:
+    assert main.command_args(args) == expected
+
+
+def test_v5_render_line_without_a_display_is_a_run_error(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--render` first is read as run's option, not Typer's `No such option`."""
+    for var in main.DISPLAY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = v5_invoke("uv run slm-lab --render demo.json ppo_cartpole_demo dev")
+    assert_clean_error(result, "--render needs a display (DISPLAY is not set)", in_tmp)
+
+
+def test_a_command_typo_is_still_no_such_command(in_tmp: Path) -> None:
+    result = v5_invoke("uv run slm-lab chek demo.json")
+    assert result.exit_code == 2
+    assert "No such command 'chek'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("n", "noun", "text"),
+    [(0, "episode", "0 episodes"), (1, "episode", "1 episode"), (2, "thread", "2 threads")],
+)
+def test_counted_says_one_noun_in_the_singular(n: int, noun: str, text: str) -> None:
+    assert util.counted(n, noun) == text
+
+
+@pytest.mark.cli
+def test_enjoy_says_its_folder_and_one_episode_in_the_singular(in_tmp: Path) -> None:
+    spec_file = write_spec_file(in_tmp / "s.json", {SPEC_NAME: make_spec("ppo")})
+    trained = invoke(["run", str(spec_file), SPEC_NAME, "dev"])
+    assert trained.exit_code == 0, trained.stderr[-3000:]
+    [run_dir] = list(Path("data").iterdir())
+    result = invoke(["run", f"enjoy@{run_dir}", "--episodes", "1"])
+    assert result.exit_code == 0, result.stderr[-3000:]
+    [enjoy_dir] = set(Path("data").iterdir()) - {run_dir}
+    first, last = result.stdout.splitlines()
+    assert first.startswith("enjoy: 1 episode | mean_return:")
+    assert last == f"enjoy folder: {enjoy_dir}"
+    assert (enjoy_dir / "enjoy_metrics.json").is_file()

@@ -165,3 +165,22 @@ def test_plot_a_run_beside_slm_lab_v5s_published_one_through_uv_run(
     assert lines[2:] == [f"plot: {png}"]
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
     assert "uv run slm-lab plot -t CartPole-v1 -f " in (ROOT_DIR / "README.md").read_text()
+
+
+@pytest.mark.cli
+@pytest.mark.subprocess
+def test_v5_quick_start_line_through_uv_run(tmp_path: Path) -> None:
+    """SLM Lab v5's quick start, `uv run slm-lab SPEC_FILE SPEC_NAME MODE` with no `run`, through
+    the console script (a small budget after it); `--help` still lists the commands."""
+    line = "uv run slm-lab slm_lab/spec/benchmark/ppo/ppo_cartpole.json ppo_cartpole dev"
+    args = line.split()[3:]
+    dev = uv_slm_lab(*args, "--max-frame", "1024", "--data-dir", str(tmp_path / "data"))
+    assert dev.returncode == 0, dev.stderr[-3000:]
+    assert dev.stdout.startswith("trial_metrics: frame:1.02e+03 | ")
+    [run_dir] = run_dirs(tmp_path / "data")
+    assert run_dir.name.startswith("ppo_cartpole_")
+
+    helped = uv_slm_lab("--help")
+    assert helped.returncode == 0, helped.stderr
+    commands = helped.stdout.split("Commands:\n")[1]
+    assert [line.split()[0] for line in commands.splitlines()][:3] == ["run", "retro", "check"]

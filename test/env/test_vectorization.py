@@ -80,8 +80,8 @@ def test_an_explicit_mode_is_kept_without_timing(mode: str) -> None:
 @pytest.mark.parametrize(
     ("num_envs", "cpus", "render", "why"),
     [
-        (1, 8, False, "auto: 1 env(s), 8 free core(s)"),
-        (8, 1, False, "auto: 8 env(s), 1 free core(s)"),
+        (1, 8, False, "auto: 1 env, 8 free cores"),
+        (8, 1, False, "auto: 8 envs, 1 free core"),
         (8, 8, True, "auto: rendering"),
     ],
 )
@@ -142,5 +142,5 @@ def test_the_backend_builds_the_mode_a_spec_names(mode: str, vec_cls: type) -> N
 def test_the_backend_resolves_auto() -> None:
     env = make_env({"name": "CartPole-v1", "num_envs": 2, "max_frame": 100}, cpus=1)
     assert type(env.vec.unwrapped) is SyncVectorEnv
-    assert env.vectorization == "sync (auto: 2 env(s), 1 free core(s))"
+    assert env.vectorization == "sync (auto: 2 envs, 1 free core)"
     env.close()

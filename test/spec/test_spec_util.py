@@ -313,3 +313,91 @@ def test_env_spaces_are_built_once_per_env_section_in_a_run(
         assert built == [spec.env, other.env]
     spec_util.env_spaces(spec.env)
     assert built == [spec.env, other.env, spec.env]
+
+
+# -- a run that ends before its first update ------------------------------------------------------
+def typed(algo: str, max_frame: int, num_envs: int, **algorithm: Any) -> schema.Spec:
+    spec = make_spec(algo, max_frame=max_frame, num_envs=num_envs)
+    spec["agent"]["algorithm"].update(algorithm)
+    with schema.quiet():
+        return schema.load(spec, SPEC_NAME)
+
+
+def sac(max_frame: int, num_envs: int, training_start_step: int, batch_size: int) -> schema.Spec:
+    spec = make_spec("random", "Pendulum-v1", max_frame=max_frame, num_envs=num_envs)
+    net = {"type": "MLPNet", "hid_layers": [16], "hid_layers_activation": "relu"}
+    spec["agent"] = {
+        "name": "sac",
+        "algorithm": {"name": "SoftActorCritic", "training_start_step": training_start_step},
+        "memory": {"name": "Replay", "batch_size": batch_size, "max_size": 1000},
+        "net": {**net, "optim_spec": {"name": "Adam", "lr": 3e-4}},
+    }
+    with schema.quiet():
+        return schema.load(spec, SPEC_NAME)
+
+
+@pytest.mark.parametrize(
+    ("spec", "line"),
+    [
+        # one PPO batch: time_horizon x num_envs frames = 2048 x 16 = 32768
+        (
+            lambda: typed("ppo", 20000, 16, time_horizon=2048),
+            "env.max_frame: 20000 ends before the first update at frame 32768 (time_horizon 2048 x num_envs 16): the run never trains; raise max_frame or lower time_horizon",
+        ),
+        # 2047 vector steps of 16 frames reach frame 32752 only
+        (lambda: typed("ppo", 32752, 16, time_horizon=2048), "at frame 32768"),
+        # 32 x 2 unrolls x 4 envs = 256 frames
+        (
+            lambda: typed("ppo", 200, 4, time_horizon=32, num_unrolls=2),
+            "at frame 256 (time_horizon 32 x num_unrolls 2 x num_envs 4)",
+        ),
+        # A2C: training_frequency 16 vector steps x 2 envs = 32 frames
+        (
+            lambda: typed("a2c_gae", 30, 2),
+            "env.max_frame: 30 ends before the first update at frame 32 (training_frequency 16 x num_envs 2): the run never trains; raise max_frame or lower training_frequency",
+        ),
+        (
+            lambda: sac(500, 1, 1000, 32),
+            "env.max_frame: 500 ends before the first update at frame 1000 (training_start_step 1000): the run never trains; raise max_frame or lower training_start_step",
+        ),
+        # a batch of 256 fills at the 86th step of 3 envs: frame 258
+        (
+            lambda: sac(200, 3, 100, 256),
+            "at frame 258 (agent.memory.batch_size 256 in steps of num_envs 3): the run never trains; raise max_frame or lower agent.memory.batch_size",
+        ),
+    ],
+)
+def test_a_run_that_ends_before_its_first_update_is_named(spec: Any, line: str) -> None:
+    warning = spec_util.update_warning(spec())
+    assert warning is not None and line in warning, warning
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        lambda: typed("ppo", 32768, 16, time_horizon=2048),  # exactly one batch
+        lambda: typed("ppo", 32753, 16, time_horizon=2048),  # its last vector step ends at 32768
+        lambda: typed("a2c_gae", 32, 2),
+        lambda: sac(1000, 1, 1000, 32),
+        lambda: sac(258, 3, 100, 256),
+        lambda: typed("reinforce", 10, 2),  # whole episodes (OnPolicyReplay): not known ahead
+        lambda: typed("random", 1, 2),  # never trains at all
+    ],
+)
+def test_a_run_that_reaches_its_first_update_or_cannot_tell_is_not_warned(spec: Any) -> None:
+    assert spec_util.update_warning(spec()) is None
+    assert spec_util.update_warnings(spec()) == []
+
+
+def test_a_search_whose_trials_at_a_searched_value_never_train_is_named() -> None:
+    spec = make_spec("ppo", max_frame=1000, num_envs=4)  # time_horizon 32 x 4 = 128 frames
+    spec["meta"]["max_trial"] = 4
+    spec["search"] = {"agent.algorithm.time_horizon__choice": [32, 512]}
+    with schema.quiet():
+        typed_spec = schema.load(spec, SPEC_NAME)
+    assert spec_util.update_warnings(typed_spec) == [
+        "search.agent.algorithm.time_horizon__choice: a trial at 512 never trains: env.max_frame: 1000 ends before the first update at frame 2048 (time_horizon 512 x num_envs 4): the run never trains; raise max_frame or lower time_horizon"
+    ]
+    spec["search"] = {"agent.algorithm.time_horizon__choice": [32, 128]}
+    with schema.quiet():
+        assert spec_util.update_warnings(schema.load(spec, SPEC_NAME)) == []

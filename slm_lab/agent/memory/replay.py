@@ -49,6 +49,7 @@ from slm_lab.agent.memory.frame_stacks import FrameStacks, take_or_copy
 from slm_lab.agent.memory.layout import INITIAL_FINAL_SLOTS
 from slm_lab.agent.memory.ring import Ring
 from slm_lab.agent.memory.sum_tree import SumTree
+from slm_lab.lib.util import counted
 
 
 def _to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -212,7 +213,7 @@ class Replay:
         saved = (state["capacity_steps"], state["num_envs"])
         if saved != (self.capacity_steps, self.num_envs):
             raise ValueError(
-                f"max_size: the checkpoint's memory has {saved[0]} rows x {saved[1]} envs, "
+                f"max_size: the checkpoint's memory has {counted(saved[0], 'row')} x {counted(saved[1], 'env')}, "
                 f"this one {self.capacity_steps} x {self.num_envs}; resume with the same max_size and num_envs"
             )
         n = self.num_rows = state["num_rows"]

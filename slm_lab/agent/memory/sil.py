@@ -22,6 +22,7 @@ import torch
 from slm_lab.agent.memory.base import Batch, Layout, Transition, UnprioritizedMemory
 from slm_lab.agent.memory.config import SILMemoryConfig
 from slm_lab.lib.math_util import calc_returns
+from slm_lab.lib.util import counted
 
 INITIAL_STAGE_STEPS = 256
 
@@ -153,8 +154,8 @@ class SILReplay(UnprioritizedMemory):
         saved = (state["max_size"], state["num_envs"])
         if saved != (self.max_size, self.num_envs):
             raise ValueError(
-                f"max_size: the checkpoint's self-imitation replay holds {saved[0]} rows for "
-                f"{saved[1]} envs, this one {self.max_size} for {self.num_envs}; resume with the same max_size and num_envs"
+                f"max_size: the checkpoint's self-imitation replay holds {counted(saved[0], 'row')} for "
+                f"{counted(saved[1], 'env')}, this one {self.max_size} for {self.num_envs}; resume with the same max_size and num_envs"
             )
         n = self.size = int(state["size"])
         for k, v in state["data"].items():
