@@ -25,6 +25,7 @@ from slm_lab.experiment.plot import (
     OTHER_COLORS,
     Style,
     algorithm_color,
+    figure,
     file_name,
     moving_mean,
     read_curves,
@@ -219,6 +220,14 @@ def test_plot_draws_ours_beside_v5s_in_one_png_with_the_algorithms_colours(
     assert result.exit_code == 0, result.stderr
     assert [line.split(" (")[0] for line in result.stdout.splitlines()[:2]] == ["mine", "v5"]
     assert {ALGORITHM_COLORS["PPO"], ALGORITHM_COLORS["DQN"]} <= colours_of(out / "again.png")
+
+
+def test_a_run_of_one_checkpoint_is_a_marked_point(tmp_path: Path) -> None:
+    run = write_ours(tmp_path / "one", "ppo_pong", "PPO", [([20_000], [-20.5])])
+    [curve] = read_curves(run)
+    [line] = figure([curve], "Pong").axes[0].lines
+    assert line.get_marker() not in ("None", "", None) and line.get_markersize() > 0
+    assert list(line.get_markevery()) == [True]
 
 
 def test_a_repeated_legend_keeps_its_commas(tmp_path: Path) -> None:
