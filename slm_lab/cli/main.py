@@ -47,6 +47,7 @@ SHORTCUTS = {
     "seed": "meta.random_seed",
 }
 DISPLAY_VARS = ("DISPLAY", "WAYLAND_DISPLAY")
+PLOTS_DIR = "plots"  # where `plot` writes, in --data-dir (git-ignored, as the runs are)
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -783,9 +784,10 @@ def plot_runs(
             help="legend labels, one per folder: comma-separated, or -l once per folder (each one label, commas kept); one folder's one -l is one label (default: the spec names)",
         ),
     ] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="where the PNG goes")] = Path(
-        "docs/plots"
-    ),
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="where the PNG goes (default: <data-dir>/plots)"),
+    ] = None,
     data_dir: Annotated[Path, typer.Option(help="where to look for a folder given by name")] = Path(
         "data"
     ),
@@ -821,7 +823,7 @@ def plot_runs(
             for curve in plot.read_curves(path, labels[i] if labels else None, metric)
         ]
         title = title or plot.default_title(curves, metric)
-        path = output / plot.file_name(title)
+        path = (output or data_dir / PLOTS_DIR) / plot.file_name(title)
     except plot.PlotError as e:
         _fail(str(e))
     plot.draw(curves, title, path, metric)

@@ -273,10 +273,16 @@ def test_plot_title_defaults_to_the_env(in_tmp: Path) -> None:
     write_ours(in_tmp / "data" / "run", "ppo_a", "PPO", OURS)
     result = invoke(["plot", "-f", "run"])
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "plot: docs/plots/CartPole-v1.png"
-    assert (in_tmp / "docs" / "plots" / "CartPole-v1.png").is_file()
+    # into the data folder (git-ignored), not the working tree
+    assert result.stdout.splitlines()[-1] == "plot: data/plots/CartPole-v1.png"
+    assert (in_tmp / "data" / "plots" / "CartPole-v1.png").is_file()
+    assert not (in_tmp / "docs").exists()
     result = invoke(["plot", "-f", "run", "-m", "total_reward"])  # not over the default's file
-    assert result.stdout.splitlines()[-1] == "plot: docs/plots/CartPole-v1_total_reward.png"
+    assert result.stdout.splitlines()[-1] == "plot: data/plots/CartPole-v1_total_reward.png"
+    other = in_tmp / "elsewhere"
+    write_ours(other / "run", "ppo_a", "PPO", OURS)
+    result = invoke(["plot", "-f", "run", "--data-dir", str(other)])
+    assert result.stdout.splitlines()[-1] == f"plot: {other / 'plots' / 'CartPole-v1.png'}"
 
 
 def bad_plot_input(tmp: Path, case: str) -> tuple[list[str], str]:
