@@ -409,7 +409,7 @@ def trial_metrics(spec: Spec, trial_dir: RunLayout, index: int, status: str) -> 
     """A trial's metrics: those it wrote when it completed; for a trial stopped early, those of
     the rows its sessions wrote (written to its folder too, with its graph); NaN otherwise."""
     if status == COMPLETED:
-        return io.read_json(trial_dir.trial_metrics(index))
+        return io.read_metrics(trial_dir.trial_metrics(index))
     sessions = [s for s in range(spec.meta.max_session) if trial_dir.rows_csv(index, s).exists()]
     if status.startswith(STOPPED) and sessions:
         trial_spec = record.read_trial_spec(trial_dir, index)

@@ -265,7 +265,7 @@ def run(
     try:
         done_path = layout.session_metrics(task.trial, task.session)
         if task.resume and done_path.exists():
-            done = io.read_json(done_path)
+            done = io.read_metrics(done_path)
             if done["frame"] >= task.spec.env.max_frame:
                 logger.info("already finished; keeping its results")
                 return done

@@ -9,6 +9,7 @@ umask) before it replaces the target.
 
 import functools
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -67,11 +68,32 @@ def write_text(text: str, path: Path) -> None:
 
 
 def write_json(obj: Any, path: Path) -> None:
-    write_text(json.dumps(obj, indent=2, default=str) + "\n", path)
+    """`obj` as JSON; a NaN or infinity (a metric with too few checkpoints or sessions) as
+    null: JSON has no NaN, and most parsers refuse the bare `NaN` Python would write."""
+    text = json.dumps(finite_json(obj), indent=2, default=str, allow_nan=False)
+    write_text(text + "\n", path)
+
+
+def finite_json(obj: Any) -> Any:
+    """`obj` with every float that is not finite replaced by None, in its dicts, lists and
+    tuples."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    return obj
 
 
 def read_json(path: Path) -> Any:
+    """A JSON file; an older one's bare NaN reads as NaN."""
     return json.loads(Path(path).read_text())
+
+
+def read_metrics(path: Path) -> dict[str, Any]:
+    """A metrics file (`write_json`'s), a null (a metric with no value) read as NaN."""
+    return {k: math.nan if v is None else v for k, v in read_json(path).items()}
 
 
 def timestamp() -> str:

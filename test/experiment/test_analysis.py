@@ -2,6 +2,7 @@
 formulas (slm_lab/experiment/analysis.py upstream); the progress line's format; the session
 graph's panels and scales, the trial and experiment graphs' labels and axes."""
 
+import json
 import math
 import struct
 import sys
@@ -26,6 +27,7 @@ from slm_lab.experiment.analysis import (
     session_panels,
     trial_metrics,
 )
+from slm_lab.experiment.layout import RunLayout
 from slm_lab.lib import logger as log_setup
 
 BASELINE = 10.0
@@ -156,6 +158,19 @@ def test_trial_metrics_skip_a_session_whose_metric_is_nan() -> None:
     assert m["final_strength"] == pytest.approx((5.0 + 6.0) / 2)
     assert m["total_reward_ma"] == pytest.approx((15.0 + 14.0) / 2)
     assert m["frame"] == 100.0
+
+
+def test_trial_metrics_of_one_session_are_valid_json_with_a_null_consistency(
+    tmp_path: Path,
+) -> None:
+    layout = RunLayout(tmp_path / "run", "ppo_pong")
+    layout.make()
+    analysis.write_trial_tables([DF], BASELINE, layout, 0)
+    for path in (layout.trial_metrics(0), layout.root / layout.trial_metrics(0).name):
+        text = path.read_text()
+        assert "NaN" not in text
+        written = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))
+        assert written["consistency"] is None and written["strength"] == pytest.approx(4.0)
 
 
 def test_format_metrics_line() -> None:

@@ -1,9 +1,13 @@
-"""Atomic writes: the files a run writes get the mode any tool's new file gets under the umask."""
+"""Atomic writes: the files a run writes get the mode any tool's new file gets under the umask;
+JSON written without NaN (null instead), read back either way."""
 
+import json
+import math
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +56,36 @@ def test_a_rewrite_takes_the_umask_mode_too(tmp_path: Path, with_umask: int) -> 
     path.chmod(0o600)
     io.write_json({"a": 1}, path)  # replaced by a new file
     assert mode(path) == 0o644 and io.read_json(path) == {"a": 1}
+
+
+def strict_json(text: str) -> Any:
+    """JSON as a strict parser reads it: a bare NaN or Infinity is an error."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_nan_metric_is_written_as_null(tmp_path: Path) -> None:
+    path = tmp_path / "trial_metrics.json"
+    metrics = {"frame": 20000.0, "strength": 1.5, "consistency": math.nan, "stability": -math.inf}
+    io.write_json({**metrics, "curve": [1.0, math.nan], "nested": {"x": (math.inf, 2)}}, path)
+    assert strict_json(path.read_text()) == {
+        "frame": 20000.0,
+        "strength": 1.5,
+        "consistency": None,
+        "stability": None,
+        "curve": [1.0, None],
+        "nested": {"x": [None, 2]},
+    }
+    read = io.read_metrics(path)
+    assert math.isnan(read["consistency"]) and math.isnan(read["stability"])
+    assert read["strength"] == 1.5
+
+
+def test_an_older_metrics_file_with_a_bare_nan_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "trial_metrics.json"
+    path.write_text('{\n  "frame": 20000.0,\n  "consistency": NaN\n}\n')
+    assert math.isnan(io.read_metrics(path)["consistency"])
+    assert math.isnan(io.read_json(path)["consistency"])
