@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:  # the CLI imports each module in the command that uses it
+    from slm_lab.experiment.layout import RunLayout
     from slm_lab.experiment.record import RunInfo
     from slm_lab.spec.schema import Spec
 
@@ -47,6 +48,7 @@ SHORTCUTS = {
     "seed": "meta.random_seed",
 }
 DISPLAY_VARS = ("DISPLAY", "WAYLAND_DISPLAY")
+MB = 2**20
 PLOTS_DIR = "plots"  # where `plot` writes, in --data-dir (git-ignored, as the runs are)
 
 
@@ -225,6 +227,13 @@ def run(
             help="search: the best N trials keep their model files (default 3; -1: every trial)"
         ),
     ] = None,
+    drop_state: Annotated[
+        bool,
+        typer.Option(
+            "--drop-state",
+            help="train, dev: once every session finishes, delete the resume state (model/*_ckpt-latest_state.pt: optimizers, replay memory, env state), keeping the model files; a stopped or failed run keeps it to resume",
+        ),
+    ] = False,
 ) -> None:
     """Train (dev: 1 session; train: max_session seeds in parallel), replay (enjoy@) or resume (train@) a spec."""
     from slm_lab.lib.util import FULL_INSTALL_FIX, full_install
@@ -299,6 +308,10 @@ def run(
                 raise SpecError(
                     f"--keep applies to search mode (the trials that keep their model files), not {base}"
                 )
+            if drop_state and base not in ("dev", "train"):
+                raise SpecError(
+                    f"--drop-state applies to dev and train runs (the resume state of their sessions), not {base}"
+                )
             # a training run (new or resumed): its sessions start at once
             if base in ("dev", "train"):
                 spec_util.check_memory_fit(spec, 1 if info.mode == "dev" else spec.meta.max_session)
@@ -312,7 +325,7 @@ def run(
     elif base == "enjoy":
         _enjoy(spec, info, root, episodes, render, session, record_video)
     else:
-        _train(spec, info, root, mode, max_frame, render, log_level, upload_hf)
+        _train(spec, info, root, mode, max_frame, render, log_level, upload_hf, drop_state)
 
 
 def _check_continue(
@@ -349,9 +362,11 @@ def _train(
     render: bool,
     log_level: str,
     upload_hf: bool,
+    drop_state: bool,
 ) -> None:
     """A new run (`root` None) or the run in `root` continued (extended to `max_frame`); with
-    `upload_hf`, its folder pushed to the Hub once it completes."""
+    `upload_hf`, its folder pushed to the Hub once it completes; with `drop_state`, its resume
+    state deleted once every session finished."""
     from slm_lab.experiment import record
     from slm_lab.experiment.layout import RunLayout
     from slm_lab.lib import logger as log_setup
@@ -360,9 +375,14 @@ def _train(
 
     resume = root is not None
     dev = info.mode == "dev"
+    sessions = range(1 if dev else spec.meta.max_session)
     if resume:
         layout = RunLayout(root, spec.name)
-        frames = record.finished_frames(layout, spec, 1 if dev else spec.meta.max_session)
+        frames = record.finished_frames(layout, spec, len(sessions))
+        if frames is not None and not all(p.exists() for p in state_files(layout, sessions)):
+            _fail(
+                f"{root} finished without its resume state (--drop-state deleted model/*_ckpt-latest_state.pt), so it cannot be trained further; start a new run"
+            )
         if frames is not None and max_frame is None:
             _fail(
                 f"{root} is finished: it already has {frames} frames; pass a --max-frame above {frames} to train it further"
@@ -387,7 +407,7 @@ def _train(
     logger.info(f"{'resuming' if resume else 'running'} {spec.name} ({mode}) in {layout.root}")
 
     from slm_lab.experiment import control, stop  # torch loads in the sessions, not here
-    from slm_lab.experiment.analysis import format_metrics
+    from slm_lab.experiment.analysis import counted, format_metrics
 
     trial = control.Trial(
         spec, layout.root, dev=dev, resume=resume, render=render, log_level=log_level
@@ -410,9 +430,22 @@ def _train(
     typer.echo(f"trial_metrics: {format_metrics(metrics)}")
     if trial.eval_metrics is not None:
         typer.echo(f"trial_metrics_eval: {format_metrics(trial.eval_metrics)}")
+    if drop_state and not trial.errors:  # a failed session's state resumes it
+        dropped = [p for p in state_files(layout, sessions) if p.exists()]
+        size = sum(p.stat().st_size for p in dropped)
+        for path in dropped:
+            path.unlink()
+        typer.echo(
+            f"resume state deleted (--drop-state): {counted(len(dropped), 'file')}, {size / MB:.1f} MB"
+        )
     typer.echo(f"run folder: {layout.root}")
     if upload_hf:
         _upload(layout.root)
+
+
+def state_files(layout: "RunLayout", sessions: range, trial: int = 0) -> list[Path]:
+    """The resume state file of each session (written at its checkpoints, read by train@)."""
+    return [layout.ckpt(trial, s, "latest")[1] for s in sessions]
 
 
 def _enjoy(
