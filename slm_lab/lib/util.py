@@ -22,14 +22,14 @@ def warn_rate_limited(key: str, message: str, interval: float = WARN_INTERVAL_S)
         logger.warning(message)
 
 
-# what the light core (`uv sync --no-default-groups`) lacks and training needs
+# what the light core (the project in light/) lacks and training needs
 FULL_INSTALL_MODULES = ("torch", "gymnasium")
-FULL_INSTALL_FIX = "run uv sync"
+FULL_INSTALL_FIX = "run uv sync in the repository root, not in light/"
 
 
 def full_install() -> bool:
     """Whether the packages training needs are installed (`uv sync`), not only the light core
-    that plots, checks a spec's syntax and shares runs (`uv sync --no-default-groups`)."""
+    that plots, checks a spec's syntax and shares runs (`uv run` in light/)."""
     return all(find_spec(module) is not None for module in FULL_INSTALL_MODULES)
 
 
