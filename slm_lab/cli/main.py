@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:  # the CLI imports each module in the command that uses it
+    from slm_lab.experiment.layout import RunLayout
     from slm_lab.experiment.record import RunInfo
     from slm_lab.spec.schema import Spec
 
@@ -49,6 +50,8 @@ SHORTCUTS = {
 }
 DISPLAY_VARS = ("DISPLAY", "WAYLAND_DISPLAY")
 GLOBAL_OPTIONS = ("-h", "--help", "--version")  # the app's own options, before any command
+MB = 2**20
+PLOTS_DIR = "plots"  # where `plot` writes, in --data-dir (git-ignored, as the runs are)
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -226,6 +229,13 @@ def run(
             help="search: the best N trials keep their model files (default 3; -1: every trial)"
         ),
     ] = None,
+    drop_state: Annotated[
+        bool,
+        typer.Option(
+            "--drop-state",
+            help="train, dev: once every session finishes, delete the resume state (model/*_ckpt-latest_state.pt: optimizers, replay memory, env state), keeping the model files; a stopped or failed run keeps it to resume",
+        ),
+    ] = False,
 ) -> None:
     """Train (dev: 1 session; train: max_session seeds in parallel), replay (enjoy@) or resume (train@) a spec."""
     from slm_lab.lib.util import FULL_INSTALL_FIX, full_install
@@ -300,6 +310,10 @@ def run(
                 raise SpecError(
                     f"--keep applies to search mode (the trials that keep their model files), not {base}"
                 )
+            if drop_state and base not in ("dev", "train"):
+                raise SpecError(
+                    f"--drop-state applies to dev and train runs (the resume state of their sessions), not {base}"
+                )
             # a training run (new or resumed): its sessions start at once
             if base in ("dev", "train"):
                 spec_util.check_memory_fit(spec, 1 if info.mode == "dev" else spec.meta.max_session)
@@ -313,7 +327,7 @@ def run(
     elif base == "enjoy":
         _enjoy(spec, info, root, episodes, render, session, record_video)
     else:
-        _train(spec, info, root, mode, max_frame, render, log_level, upload_hf)
+        _train(spec, info, root, mode, max_frame, render, log_level, upload_hf, drop_state)
 
 
 def _check_continue(
@@ -350,9 +364,11 @@ def _train(
     render: bool,
     log_level: str,
     upload_hf: bool,
+    drop_state: bool,
 ) -> None:
     """A new run (`root` None) or the run in `root` continued (extended to `max_frame`); with
-    `upload_hf`, its folder pushed to the Hub once it completes."""
+    `upload_hf`, its folder pushed to the Hub once it completes; with `drop_state`, its resume
+    state deleted once every session finished."""
     from slm_lab.experiment import record
     from slm_lab.experiment.layout import RunLayout
     from slm_lab.lib import logger as log_setup
@@ -361,9 +377,14 @@ def _train(
 
     resume = root is not None
     dev = info.mode == "dev"
+    sessions = range(1 if dev else spec.meta.max_session)
     if resume:
         layout = RunLayout(root, spec.name)
-        frames = record.finished_frames(layout, spec, 1 if dev else spec.meta.max_session)
+        frames = record.finished_frames(layout, spec, len(sessions))
+        if frames is not None and not all(p.exists() for p in state_files(layout, sessions)):
+            _fail(
+                f"{root} finished without its resume state (--drop-state deleted model/*_ckpt-latest_state.pt), so it cannot be trained further; start a new run"
+            )
         if frames is not None and max_frame is None:
             _fail(
                 f"{root} is finished: it already has {frames} frames; pass a --max-frame above {frames} to train it further"
@@ -388,7 +409,7 @@ def _train(
     logger.info(f"{'resuming' if resume else 'running'} {spec.name} ({mode}) in {layout.root}")
 
     from slm_lab.experiment import control, stop  # torch loads in the sessions, not here
-    from slm_lab.experiment.analysis import format_metrics
+    from slm_lab.experiment.analysis import counted, format_metrics
 
     trial = control.Trial(
         spec, layout.root, dev=dev, resume=resume, render=render, log_level=log_level
@@ -411,9 +432,22 @@ def _train(
     typer.echo(f"trial_metrics: {format_metrics(metrics)}")
     if trial.eval_metrics is not None:
         typer.echo(f"trial_metrics_eval: {format_metrics(trial.eval_metrics)}")
+    if drop_state and not trial.errors:  # a failed session's state resumes it
+        dropped = [p for p in state_files(layout, sessions) if p.exists()]
+        size = sum(p.stat().st_size for p in dropped)
+        for path in dropped:
+            path.unlink()
+        typer.echo(
+            f"resume state deleted (--drop-state): {counted(len(dropped), 'file')}, {size / MB:.1f} MB"
+        )
     typer.echo(f"run folder: {layout.root}")
     if upload_hf:
         _upload(layout.root)
+
+
+def state_files(layout: "RunLayout", sessions: range, trial: int = 0) -> list[Path]:
+    """The resume state file of each session (written at its checkpoints, read by train@)."""
+    return [layout.ckpt(trial, s, "latest")[1] for s in sessions]
 
 
 def _enjoy(
@@ -791,9 +825,10 @@ def plot_runs(
             help="legend labels, one per folder: comma-separated, or -l once per folder (each one label, commas kept); one folder's one -l is one label (default: the spec names)",
         ),
     ] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="where the PNG goes")] = Path(
-        "docs/plots"
-    ),
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="where the PNG goes (default: <data-dir>/plots)"),
+    ] = None,
     data_dir: Annotated[Path, typer.Option(help="where to look for a folder given by name")] = Path(
         "data"
     ),
@@ -829,7 +864,7 @@ def plot_runs(
             for curve in plot.read_curves(path, labels[i] if labels else None, metric)
         ]
         title = title or plot.default_title(curves, metric)
-        path = output / plot.file_name(title)
+        path = (output or data_dir / PLOTS_DIR) / plot.file_name(title)
     except plot.PlotError as e:
         _fail(str(e))
     plot.draw(curves, title, path, metric)

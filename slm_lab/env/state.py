@@ -196,6 +196,14 @@ def uncapturable(obj: Any) -> str | None:
     return _walk(obj, "", None)[1]
 
 
+def resume_note(env_name: str) -> str:
+    """What a run of an env whose stack `uncapturable` names says once: what a resume loses."""
+    return (
+        f"{env_name} runs in a simulator whose state cannot be saved: a resume of this run "
+        "restarts the episodes in progress (the nets, optimizers, memory and counters resume as saved)"
+    )
+
+
 def restore(obj: Any, state: dict[str, Any]) -> None:
     for name, v in state.items():
         child = getattr(obj, name, None)

@@ -66,6 +66,10 @@ LOG_SCALE_DECADES = 2  # a loss whose sizes span this many decades or more is gr
 SMALL_SIZES = 0.1  # the share of a loss's smallest sizes that does not decide its span
 ONE_COLUMN_PANELS = 4  # more panels than this under the returns go into two columns
 PANEL_WIDTH, PANEL_HEIGHT = 8.0, 2.5  # inches
+# a line of one point draws nothing: a series with this many points or fewer marks each one, a
+# longer one marks only its points without a neighbour (a lone value among NaN)
+FEW_POINTS = 30
+MARKER, MARKER_SIZE = "o", 4.0
 # a value of another column (a loss, lr, entropy, ...) prints as .3g within [min, max), else .2e
 PLAIN_RANGE = (1e-3, 1e3)
 
@@ -352,6 +356,22 @@ def _save(fig: Any, path: Path) -> None:
     io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
 
 
+def point_markers(values: np.ndarray) -> dict[str, Any]:
+    """The `plot` keywords that mark a series' points where a line alone would not show them:
+    every point of a short series (one point: a line of none), else each point whose neighbours
+    are NaN. None where every point sits on a line (a long series)."""
+    known = ~np.isnan(np.asarray(values, dtype=float))
+    if known.sum() <= FEW_POINTS:
+        marked = known
+    else:
+        before = np.concatenate([[False], known[:-1]])
+        after = np.concatenate([known[1:], [False]])
+        marked = known & ~before & ~after
+    if not marked.any():
+        return {}
+    return {"marker": MARKER, "markersize": MARKER_SIZE, "markevery": marked.tolist()}
+
+
 def small_size(values: np.ndarray) -> float:
     """The size |v| the lowest SMALL_SIZES of the nonzero values' sizes are under (NaN if
     none): the bottom of a loss's range, which a few values near zero (a loss crossing zero)
@@ -399,14 +419,15 @@ def plot_session(table: Table, title: str, path: Path) -> None:
     grid = fig.add_gridspec(rows, cols)
     frames = column(table, "frame")
     top = fig.add_subplot(grid[0, :])
-    top.plot(frames, column(table, "total_reward"), label="total_reward", alpha=0.5)
-    top.plot(frames, column(table, "total_reward_ma"), label="total_reward_ma")
+    for c, alpha in (("total_reward", 0.5), ("total_reward_ma", 1.0)):
+        values = column(table, c)
+        top.plot(frames, values, label=c, alpha=alpha, **point_markers(values))
     top.legend()
     top.set_title(title)
     for i, (c, scale) in enumerate(panels):
         ax = fig.add_subplot(grid[1 + i // cols, i % cols], sharex=top)
         values = column(table, c)
-        ax.plot(frames, values)
+        ax.plot(frames, values, **point_markers(values))
         ax.set_ylabel(c)
         if scale == "symlog":
             ax.set_yscale(scale, linthresh=small_size(values))
@@ -427,7 +448,12 @@ def plot_trial(tables: Sequence[Table], title: str, path: Path) -> None:
     for ax, col in zip(axes, ("total_reward", "total_reward_ma"), strict=True):
         frames, values = aligned(tables, col)
         mean, std = nan_stats(values, ddof=1)
-        ax.plot(frames, mean, label=f"mean ± std over {counted(len(tables), 'session')}")
+        ax.plot(
+            frames,
+            mean,
+            label=f"mean ± std over {counted(len(tables), 'session')}",
+            **point_markers(mean),
+        )
         ax.fill_between(frames, mean - std, mean + std, alpha=0.25)
         ax.set_ylabel(col)
         ax.legend()

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from slm_lab.experiment import analysis
-from slm_lab.experiment.analysis import MA_WINDOW, aligned, counted, nan_stats
+from slm_lab.experiment.analysis import MA_WINDOW, aligned, counted, nan_stats, point_markers
 from slm_lab.experiment.layout import is_run_dir, is_search_dir, run_spec_path
 from slm_lab.lib import io
 
@@ -292,6 +292,12 @@ def default_title(curves: list[Curve], metric: str = METRIC) -> str:
 
 def draw(curves: list[Curve], title: str, path: Path, metric: str = METRIC) -> None:
     """Every curve's mean with its ±std band, in one headless PNG (no pyplot, no display)."""
+    fig = figure(curves, title, metric)
+    io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
+
+
+def figure(curves: list[Curve], title: str, metric: str = METRIC) -> Any:
+    """The graph `draw` saves: a curve of few points (one checkpoint) marks each point."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=FIGURE_SIZE, dpi=DPI)
@@ -303,6 +309,7 @@ def draw(curves: list[Curve], title: str, path: Path, metric: str = METRIC) -> N
             color=style.color,
             linestyle=style.linestyle,
             label=curve.label,
+            **point_markers(curve.mean),
         )
         ax.fill_between(
             curve.frames,
@@ -318,7 +325,7 @@ def draw(curves: list[Curve], title: str, path: Path, metric: str = METRIC) -> N
     ax.grid(alpha=GRID_ALPHA)
     ax.legend()
     fig.tight_layout()
-    io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
+    return fig
 
 
 def curve_line(curve: Curve, metric: str = METRIC) -> str:

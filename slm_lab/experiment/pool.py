@@ -53,6 +53,9 @@ class SessionTask:
     dev: bool = False  # extra checks at every step and row
     resume: bool = False  # continue from the saved state, if there is one
     render: bool = False
+    # whether a later train@ can continue the session from its saved state (a search's trial
+    # reruns from the start instead)
+    resumable: bool = True
 
     @property
     def layout(self) -> RunLayout:

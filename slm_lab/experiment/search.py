@@ -610,7 +610,7 @@ def trial_metrics(
     the rows its sessions wrote (written to its folder too, with its graph), unless `live` (its
     sessions may still be writing them); NaN otherwise."""
     if status == COMPLETED:
-        return io.read_json(trial_dir.trial_metrics(index))
+        return io.read_metrics(trial_dir.trial_metrics(index))
     sessions = [s for s in range(spec.meta.max_session) if trial_dir.rows_csv(index, s).exists()]
     if status.startswith(STOPPED) and sessions and not live:
         trial_spec = record.read_trial_spec(trial_dir, index)

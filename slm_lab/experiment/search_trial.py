@@ -80,7 +80,10 @@ def run_seeds(
     """The trial's sessions in the session pool; reports each checkpoint frame all of them
     reached (the last one is reported by the caller, with the trial's metrics). Returns each
     session's metrics; TrialFailed when one raised or died."""
-    tasks = [SessionTask(spec, layout.root, trial, s) for s in range(spec.meta.max_session)]
+    tasks = [
+        SessionTask(spec, layout.root, trial, s, resumable=False)
+        for s in range(spec.meta.max_session)
+    ]
     pool = SessionPool(tasks, log_level)
     results = pool.run(Reporter(spec, len(tasks)), fail_fast=True)
     for s, reason in pool.errors.items():

@@ -18,6 +18,7 @@ import torch
 
 from slm_lab.agent.agent import Agent, rng_state, set_rng_state
 from slm_lab.agent.net.config import env_seq_len
+from slm_lab.env import state as env_state
 from slm_lab.env.backend import EnvBackend
 from slm_lab.env.clock import Clock
 from slm_lab.env.registry import backend_module
@@ -109,14 +110,15 @@ class Session:
         if not resumed:
             self.env.reset()
             self.recorder.start()
+        # said once a run (session 0), where a resume could need it, and not again on a resume
         if (
             not resumed
+            and self.task.resumable
             and self.task.session == 0
             and (native := self.env.uncapturable()) is not None
         ):
-            logger.warning(
-                f"the env's state {native} cannot be saved: a resume of this run restarts the episodes in progress"
-            )
+            logger.info(env_state.resume_note(self.spec.env.name))
+            logger.debug(f"the state a resume cannot restore: {native}")
         agent, env, clock, dev = self.agent, self.env, self.clock, self.dev_checks
         request = stop.REQUEST
         while not clock.done():
@@ -216,7 +218,11 @@ class Session:
             self.agent.episodes_restarted()
         logger.info(
             f"resumed at frame {self.clock.frame}"
-            + ("" if exact else " (env simulation state is native: episodes in progress restart)")
+            + (
+                ""
+                if exact
+                else " (the simulator's state was not saved: the episodes in progress restart)"
+            )
         )
         return True
 
@@ -265,7 +271,7 @@ def run(
     try:
         done_path = layout.session_metrics(task.trial, task.session)
         if task.resume and done_path.exists():
-            done = io.read_json(done_path)
+            done = io.read_metrics(done_path)
             if done["frame"] >= task.spec.env.max_frame:
                 logger.info("already finished; keeping its results")
                 return done

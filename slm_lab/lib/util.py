@@ -27,14 +27,14 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-# what the light core (`uv sync --no-default-groups`) lacks and training needs
+# what the light core (the project in light/) lacks and training needs
 FULL_INSTALL_MODULES = ("torch", "gymnasium")
-FULL_INSTALL_FIX = "run uv sync"
+FULL_INSTALL_FIX = "run uv sync in the repository root, not in light/"
 
 
 def full_install() -> bool:
     """Whether the packages training needs are installed (`uv sync`), not only the light core
-    that plots, checks a spec's syntax and shares runs (`uv sync --no-default-groups`)."""
+    that plots, checks a spec's syntax and shares runs (`uv run` in light/)."""
     return all(find_spec(module) is not None for module in FULL_INSTALL_MODULES)
 
 

@@ -1,11 +1,13 @@
-"""The light core install (`uv sync --no-default-groups`: no torch, no Gymnasium) runs the
-commands README's Install section names, through the console script as a user runs them, and
-`run` says in one line that it needs the full install, as `load_agent` says in its one error.
+"""The light core install (the project in light/: no torch, no Gymnasium) runs the commands
+README's Install section names, through the console script as a user runs them, and `run` says
+in one line that it needs the full install; a plain `uv run` in light/ leaves it light.
 
 Not a pytest module (pytest is not in the light core): .ci/light_install.sh runs it with the
-light environment's Python, `python test/cli/light_install.py`; an assertion failing exits 1.
+light environment's Python, `uv run python ../test/cli/light_install.py` in light/; an assertion
+failing exits 1.
 """
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -17,13 +19,17 @@ from pathlib import Path
 from hub_server import HubState, Repo, fake_run, serve
 
 ROOT = Path(__file__).resolve().parents[2]
+LIGHT = ROOT / "light"  # the light core's project: every uv run there syncs only it
 SLM_LAB = Path(sys.executable).parent / "slm-lab"
 V5_RUN = ROOT / "test/fixtures/v5_run/ppo_cartpole_2026_01_11_100728"
 SPEC_FILE, SPEC_NAME = "benchmark/ppo/ppo_cartpole.json", "ppo_cartpole"
 REPO, TOKEN = "me/slm-lab-runs", "hf_" + "LightInstallToken" * 2
-SYNTAX_ONLY = "syntax only: env spaces not checked without the full install; run uv sync"
-NEEDS_FULL = "error: slm-lab run needs the full install (torch, Gymnasium...): run uv sync\n"
-LOAD_AGENT_NEEDS_FULL = "load_agent needs the full install (torch, Gymnasium...): run uv sync"
+FULL_INSTALL_FIX = "run uv sync in the repository root, not in light/"
+SYNTAX_ONLY = f"syntax only: env spaces not checked without the full install; {FULL_INSTALL_FIX}"
+NEEDS_FULL = (
+    f"error: slm-lab run needs the full install (torch, Gymnasium...): {FULL_INSTALL_FIX}\n"
+)
+LOAD_AGENT_NEEDS_FULL = f"load_agent needs the full install (torch, Gymnasium...): {FULL_INSTALL_FIX}"
 TIMEOUT_S = 120
 
 
@@ -46,8 +52,25 @@ def slm_lab(
 
 
 def check_no_heavy() -> None:
+    assert Path(sys.prefix) == LIGHT / ".venv", f"not light/'s environment: {sys.prefix}"
+    importlib.invalidate_caches()  # packages a uv run since the start may have installed
     heavy = [m for m in ("torch", "gymnasium", "ray", "ale_py", "torcharc") if find_spec(m)]
     assert not heavy, f"the light environment has {heavy}"
+
+
+def check_uv_run_stays_light(tmp: Path) -> None:
+    """A plain `uv run` in light/, as README writes it, syncs the light project and no more."""
+    out = subprocess.run(
+        ["uv", "run", "slm-lab", "plot", "-f", str(V5_RUN), "-o", str(tmp / "uv_run")],
+        cwd=LIGHT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (tmp / "uv_run" / "CartPole-v1.png").is_file()
+    check_no_heavy()
+    print("ok  uv run slm-lab plot in light/: still no torch")
 
 
 def check_spec_syntax() -> None:
@@ -133,6 +156,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         check_plot_and_retro(tmp)
+        check_uv_run_stays_light(tmp)
         check_hub(tmp)
         check_run_remote(tmp)
         check_run_refused(tmp)

@@ -19,6 +19,7 @@ import torch
 from conftest import invoke, read_session_df, run_dirs, session_log
 
 from slm_lab import ROOT_DIR
+from slm_lab.env import state as env_state
 from slm_lab.env.atari_backend import AtariVecEnv
 from slm_lab.experiment import analysis
 from slm_lab.spec import random_baseline
@@ -70,7 +71,7 @@ SPECS = {  # spec file, spec name: what makes it small
 }
 BENCHMARK_DIR = ROOT_DIR / "slm_lab" / "spec" / "benchmark"
 CONSOLE_SPEC = ("ppo/ppo_atari.json", "ppo_atari")  # the one run through `uv run slm-lab`
-RESTART_WARNING = "cannot be saved: a resume of this run restarts the episodes in progress"
+RESTART_NOTE = "restarts the episodes in progress"  # what a run says once a resume loses
 
 
 def run_args(
@@ -199,8 +200,9 @@ def test_ppo_atari_runs_through_uv_run(
     run_dir, proc = atari_console_run
     assert proc.stdout.startswith("trial_metrics: frame:2.56e+02 | ")
     assert "Traceback" not in proc.stderr and "Powered by Stella" not in proc.stderr
-    [warning] = [line for line in proc.stderr.splitlines() if "WARNING" in line]
-    assert warning.endswith(f"the env's state unwrapped.ale {RESTART_WARNING}")
+    assert "WARNING" not in proc.stderr
+    [note] = [line for line in proc.stderr.splitlines() if RESTART_NOTE in line]
+    assert note.endswith(f"| {env_state.resume_note(GAME)}")
     assert_run_files(run_dir, [LOG_FREQUENCY, MAX_FRAME])
     assert len(list((run_dir / "graph").glob("*_t0_s0_session_graph.png"))) == 1
 
@@ -221,10 +223,10 @@ def test_a_resumed_atari_run_goes_on_from_its_frame_with_new_games(
     # the resume says once that the games in progress restart; the session's log has both runs
     [resumed] = [line for line in result.stderr.splitlines() if "resumed at frame" in line]
     assert resumed.endswith(
-        f"resumed at frame {MAX_FRAME} (env simulation state is native: episodes in progress restart)"
+        f"resumed at frame {MAX_FRAME} (the simulator's state was not saved: the episodes in progress restart)"
     )
-    assert "WARNING" not in result.stderr  # the resume line says it: no second line
-    assert session_log(run_dir).count(RESTART_WARNING) == 1  # the first run's
+    assert RESTART_NOTE not in result.stderr  # the resume line says it: no second line
+    assert session_log(run_dir).count(RESTART_NOTE) == 1  # the first run's
     df = read_session_df(run_dir)
     rows = list(range(LOG_FREQUENCY, more + 1, LOG_FREQUENCY))
     assert df["frame"].tolist() == rows

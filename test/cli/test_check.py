@@ -512,7 +512,7 @@ def test_check_tries_the_values_a_quantized_int_draws(in_tmp: Path) -> None:
 def test_check_without_the_full_install_checks_the_syntax_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The light core (`uv sync --no-default-groups`, no Gymnasium): the typed spec is
+    """The light core (the project in light/, no Gymnasium): the typed spec is
     validated, its fit to the env's spaces is not, and the line says so."""
     misfit = make_spec("ppo", "Pendulum-v1")  # a discrete distribution, a Box action space
     set_path(misfit, "agent.algorithm.action_pdtype", "Categorical")
@@ -526,7 +526,7 @@ def test_check_without_the_full_install_checks_the_syntax_only(
     monkeypatch.setattr(util, "FULL_INSTALL_MODULES", ("torch", "no_such_module"))
     result = invoke(["check", str(path)])
     assert result.exit_code == 2
-    syntax_only = "syntax only: env spaces not checked without the full install; run uv sync"
+    syntax_only = "syntax only: env spaces not checked without the full install; run uv sync in the repository root, not in light/"
     assert result.stdout == f"ok: misfit ({syntax_only})\n"
     assert result.stderr == "error: bad_syntax: agent.algorithm.gamma: must be in (0, 1], got 2\n"
 

@@ -153,7 +153,9 @@ def test_run_without_the_full_install_says_how_to_get_it(
         result = invoke(["run", *args])
         assert_clean_error(result, "slm-lab run needs the full install", in_tmp)
         assert result.exit_code == 1
-        assert result.stderr.endswith("(torch, Gymnasium...): run uv sync\n")
+        assert result.stderr.endswith(
+            "(torch, Gymnasium...): run uv sync in the repository root, not in light/\n"
+        )
 
 
 @pytest.mark.subprocess

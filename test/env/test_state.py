@@ -5,19 +5,26 @@ and is named by its path, never raised; real Gymnasium envs resume exactly where
 import io
 from collections import deque, namedtuple
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import make_env
+from conftest import load, make_env, make_spec
+from loguru import logger
 
 from slm_lab.env import state as env_state
 from slm_lab.env.gym_backend import GymVecEnv
+from slm_lab.experiment import control
+from slm_lab.experiment import session as session_module
+from slm_lab.experiment.layout import RunLayout
+from slm_lab.experiment.pool import SessionTask
 
 STEPS_BEFORE = 40
 STEPS_AFTER = 60
+RESTARTS = "restarts the episodes in progress"  # what a native env's run says a resume loses
 Point = namedtuple("Point", "x y")
 
 
@@ -393,3 +400,39 @@ def test_native_gymnasium_env_is_named_and_its_state_still_saves(name: str, path
     assert (
         make_env({"name": name, "num_envs": 2, "max_frame": 10**6}).load_state_dict(state) is False
     )
+
+
+def test_the_resume_note_says_what_a_user_loses_without_attribute_paths() -> None:
+    note = env_state.resume_note("Hopper-v5")
+    assert note.startswith("Hopper-v5 runs in a simulator whose state cannot be saved: ")
+    assert "a resume of this run restarts the episodes in progress" in note
+    assert "unwrapped" not in note and "envs[0]" not in note
+
+
+@pytest.mark.box2d
+def test_a_native_env_says_it_once_a_run_and_not_where_no_resume_needs_it(tmp_path: Path) -> None:
+    """Session 0 of a train run says it (once, over three checkpoints), session 1 does not; a
+    search trial's sessions (rerun from the start, never resumed) and a replay do not."""
+    spec = load({**make_spec("ppo", "LunarLander-v3", max_frame=300), "name": "ppo_lunar"})
+    note = env_state.resume_note("LunarLander-v3")
+    records: list[tuple[str, str]] = []
+    sink = logger.add(lambda m: records.append((m.record["level"].name, m.record["message"])))
+    said: dict[str, int] = {}
+    try:
+        for name, root, session, resumable in [
+            ("train s0", tmp_path / "train", 0, True),
+            ("train s1", tmp_path / "train", 1, True),
+            ("search trial", tmp_path / "search", 0, False),
+        ]:
+            RunLayout(root, spec.name).make()
+            task = SessionTask(spec, root, 0, session, resumable=resumable)
+            records.clear()
+            session_module.Session(task).run()
+            assert any("session_metrics" in m for _, m in records)  # it ran to its end
+            said[name] = [r for r in records if RESTARTS in r[1]]
+        records.clear()
+        control.enjoy(spec, tmp_path / "train", episodes=1)
+        said["enjoy"] = [r for r in records if RESTARTS in r[1]]
+    finally:
+        logger.remove(sink)
+    assert said == {"train s0": [("INFO", note)], "train s1": [], "search trial": [], "enjoy": []}

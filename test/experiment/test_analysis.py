@@ -2,6 +2,7 @@
 formulas (slm_lab/experiment/analysis.py upstream); the progress line's format; the session
 graph's panels and scales, the trial and experiment graphs' labels and axes."""
 
+import json
 import math
 import struct
 import sys
@@ -26,6 +27,7 @@ from slm_lab.experiment.analysis import (
     session_panels,
     trial_metrics,
 )
+from slm_lab.experiment.layout import RunLayout
 from slm_lab.lib import logger as log_setup
 
 BASELINE = 10.0
@@ -156,6 +158,19 @@ def test_trial_metrics_skip_a_session_whose_metric_is_nan() -> None:
     assert m["final_strength"] == pytest.approx((5.0 + 6.0) / 2)
     assert m["total_reward_ma"] == pytest.approx((15.0 + 14.0) / 2)
     assert m["frame"] == 100.0
+
+
+def test_trial_metrics_of_one_session_are_valid_json_with_a_null_consistency(
+    tmp_path: Path,
+) -> None:
+    layout = RunLayout(tmp_path / "run", "ppo_pong")
+    layout.make()
+    analysis.write_trial_tables([DF], BASELINE, layout, 0)
+    for path in (layout.trial_metrics(0), layout.root / layout.trial_metrics(0).name):
+        text = path.read_text()
+        assert "NaN" not in text
+        written = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))
+        assert written["consistency"] is None and written["strength"] == pytest.approx(4.0)
 
 
 def test_format_metrics_line() -> None:
@@ -366,6 +381,40 @@ def test_trial_graph_band_says_mean_and_std_over_the_sessions(
     [fig] = figures
     for ax in fig.axes:
         assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"mean ± std over {label}"]
+
+
+def drawn_points(line: Any) -> list[int]:
+    """The indices of a line's data points that carry a visible marker."""
+    if line.get_marker() in ("None", None, "") or line.get_markersize() <= 0:
+        return []
+    every = line.get_markevery()
+    n = len(line.get_xdata())
+    return [i for i in range(n) if every is None or every[i]]
+
+
+def test_graphs_of_one_checkpoint_mark_the_point(figures: list[Any]) -> None:
+    one_row = {"frame": np.array([20_000.0]), "total_reward": np.array([-20.5])}
+    one_row["total_reward_ma"] = one_row["total_reward"]
+    plot_session(one_row, "s", Path("x"))
+    plot_trial([one_row], "t", Path("x"))
+    session_fig, trial_fig = figures
+    lines = [line for fig in (session_fig, trial_fig) for ax in fig.axes for line in ax.lines]
+    assert len(lines) == 4  # total_reward and its MA in each graph
+    assert all(drawn_points(line) == [0] for line in lines)
+
+
+def test_a_long_series_marks_only_its_lone_points(figures: list[Any]) -> None:
+    n = 3 * analysis.FEW_POINTS
+    returns = np.full(n, NAN)
+    returns[5] = 1.0  # alone between NaNs
+    returns[n // 2 :] = np.arange(n - n // 2)  # a line
+    plot_trial(
+        [{"frame": np.arange(n) * 100.0, "total_reward": returns, "total_reward_ma": returns}],
+        "t",
+        Path("x"),
+    )
+    [fig] = figures
+    assert [drawn_points(ax.lines[0]) for ax in fig.axes] == [[5], [5]]
 
 
 def test_experiment_graph_puts_log_distributed_values_on_log_axes(figures: list[Any]) -> None:

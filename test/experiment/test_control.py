@@ -39,6 +39,7 @@ from slm_lab.experiment import analysis, checkpointer, stop
 from slm_lab.experiment import session as session_module
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 from slm_lab.experiment.pool import SessionTask
+from slm_lab.lib.io import read_metrics
 
 PNG_MAGIC = b"\x89PNG"
 # vector-env steps x num_envs = 400 frames; rows at 100, 200, 300, 400
@@ -275,8 +276,8 @@ def test_interrupted_run_resumes_to_the_same_data(
         frame_rows(read_session_df(dir_a)), frame_rows(read_session_df(dir_b))
     )
     assert episodes_csv(dir_b).read_text() == episodes_csv(dir_a).read_text()
-    metrics_a = json.loads(next((dir_a / "info").glob("*_t0_trial_metrics.json")).read_text())
-    metrics_b = json.loads(next((dir_b / "info").glob("*_t0_trial_metrics.json")).read_text())
+    metrics_a = read_metrics(next((dir_a / "info").glob("*_t0_trial_metrics.json")))
+    metrics_b = read_metrics(next((dir_b / "info").glob("*_t0_trial_metrics.json")))
     assert metrics_b == pytest.approx(metrics_a, nan_ok=True)
     assert trial_line(result.stdout) == f"trial_metrics: {format_metrics(metrics_b)}"
 
@@ -504,11 +505,11 @@ def test_evaluation_rows_metrics_logs_and_graphs(run_eval: tuple[Path, Path, str
     baseline = analysis.baseline_of(load(json.loads(spec_file.read_text())[EVAL_NAME]).env)
     table = analysis.read_csv(run_dir / "info" / f"{EVAL_NAME}_t0_s0_eval_df.csv")
     info = run_dir / "info"
-    session = json.loads((info / f"{EVAL_NAME}_t0_s0_session_metrics_eval.json").read_text())
+    session = read_metrics(info / f"{EVAL_NAME}_t0_s0_session_metrics_eval.json")
     assert session == pytest.approx(analysis.session_metrics(table, baseline), nan_ok=True)
-    trial = json.loads((info / f"{EVAL_NAME}_t0_trial_metrics_eval.json").read_text())
+    trial = read_metrics(info / f"{EVAL_NAME}_t0_trial_metrics_eval.json")
     assert trial == pytest.approx(analysis.trial_metrics([table], baseline), nan_ok=True)
-    assert json.loads((run_dir / f"{EVAL_NAME}_t0_trial_metrics_eval.json").read_text()) == (
+    assert read_metrics(run_dir / f"{EVAL_NAME}_t0_trial_metrics_eval.json") == (
         pytest.approx(trial, nan_ok=True)
     )
     assert f"trial_metrics_eval: {format_metrics(trial)}" in stdout.splitlines()

@@ -25,6 +25,7 @@ from slm_lab.experiment.plot import (
     OTHER_COLORS,
     Style,
     algorithm_color,
+    figure,
     file_name,
     moving_mean,
     read_curves,
@@ -221,6 +222,14 @@ def test_plot_draws_ours_beside_v5s_in_one_png_with_the_algorithms_colours(
     assert {ALGORITHM_COLORS["PPO"], ALGORITHM_COLORS["DQN"]} <= colours_of(out / "again.png")
 
 
+def test_a_run_of_one_checkpoint_is_a_marked_point(tmp_path: Path) -> None:
+    run = write_ours(tmp_path / "one", "ppo_pong", "PPO", [([20_000], [-20.5])])
+    [curve] = read_curves(run)
+    [line] = figure([curve], "Pong").axes[0].lines
+    assert line.get_marker() not in ("None", "", None) and line.get_markersize() > 0
+    assert list(line.get_markevery()) == [True]
+
+
 def test_a_repeated_legend_keeps_its_commas(tmp_path: Path) -> None:
     a = write_ours(tmp_path / "a", "ppo_a", "PPO", OURS)
     b = write_ours(tmp_path / "b", "dqn_a", "DQN", OURS)
@@ -264,10 +273,16 @@ def test_plot_title_defaults_to_the_env(in_tmp: Path) -> None:
     write_ours(in_tmp / "data" / "run", "ppo_a", "PPO", OURS)
     result = invoke(["plot", "-f", "run"])
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "plot: docs/plots/CartPole-v1.png"
-    assert (in_tmp / "docs" / "plots" / "CartPole-v1.png").is_file()
+    # into the data folder (git-ignored), not the working tree
+    assert result.stdout.splitlines()[-1] == "plot: data/plots/CartPole-v1.png"
+    assert (in_tmp / "data" / "plots" / "CartPole-v1.png").is_file()
+    assert not (in_tmp / "docs").exists()
     result = invoke(["plot", "-f", "run", "-m", "total_reward"])  # not over the default's file
-    assert result.stdout.splitlines()[-1] == "plot: docs/plots/CartPole-v1_total_reward.png"
+    assert result.stdout.splitlines()[-1] == "plot: data/plots/CartPole-v1_total_reward.png"
+    other = in_tmp / "elsewhere"
+    write_ours(other / "run", "ppo_a", "PPO", OURS)
+    result = invoke(["plot", "-f", "run", "--data-dir", str(other)])
+    assert result.stdout.splitlines()[-1] == f"plot: {other / 'plots' / 'CartPole-v1.png'}"
 
 
 def bad_plot_input(tmp: Path, case: str) -> tuple[list[str], str]:

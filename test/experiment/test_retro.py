@@ -2,7 +2,6 @@
 equal what the run wrote; a run folder of an older version (columns missing), a search folder,
 evaluation rows and bad input. Each test works on a copy of the shared two-session run."""
 
-import json
 import math
 import shutil
 from pathlib import Path
@@ -15,6 +14,7 @@ from slm_lab.experiment import analysis
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
 from slm_lab.experiment.layout import RunLayout
 from slm_lab.experiment.retro import env_of
+from slm_lab.lib.io import read_metrics
 
 PNG_MAGIC = b"\x89PNG"
 NAME = TWO_SESSIONS
@@ -41,10 +41,6 @@ def stripped_copy(run: ConsoleRun, to: Path) -> tuple[Path, dict[str, Path]]:
     shutil.rmtree(copy / "log")
     shutil.rmtree(copy / "model")
     return copy, originals
-
-
-def read_json(path: Path) -> dict[str, float]:
-    return json.loads(path.read_text())
 
 
 def test_retro_rewrites_the_metrics_and_graphs_a_run_wrote(
@@ -85,13 +81,13 @@ def test_retro_of_an_older_runs_rows_computes_what_it_can(
         f"retro: no opt_step column: training_efficiency cannot be computed (NaN): {NAME}_t0_s0",
         f"retro: no total_reward column: left out: {NAME}_t0_s1",
     ]
-    session = read_json(layout.session_metrics(0, 0))
-    original = read_json(originals[f"info/{NAME}_t0_s0_session_metrics.json"])
+    session = read_metrics(layout.session_metrics(0, 0))
+    original = read_metrics(originals[f"info/{NAME}_t0_s0_session_metrics.json"])
     assert math.isnan(session.pop("training_efficiency"))
     original.pop("training_efficiency")
     assert session == original  # total_reward_ma recomputed to the same value
     assert not layout.session_metrics(0, 1).exists()
-    trial = read_json(layout.trial_metrics(0))
+    trial = read_metrics(layout.trial_metrics(0))
     assert list(trial) == list(TRIAL_METRICS)
     assert trial["strength"] == session["strength"] and math.isnan(trial["consistency"])
 
@@ -107,8 +103,8 @@ def test_retro_of_evaluation_rows(two_session_run: ConsoleRun, tmp_path: Path) -
     expected = analysis.session_metrics(
         table, analysis.baseline_of(env_of(RunLayout(run_dir, NAME), 0))
     )
-    assert read_json(layout.session_metrics(0, 0, "_eval")) == expected
-    trial = read_json(layout.trial_metrics(0, "_eval"))
+    assert read_metrics(layout.session_metrics(0, 0, "_eval")) == expected
+    trial = read_metrics(layout.trial_metrics(0, "_eval"))
     assert trial["strength"] == expected["strength"]
     for path in (layout.session_graph(0, 0, "_eval"), layout.trial_graph(0, "_eval")):
         assert path.read_bytes()[:4] == PNG_MAGIC
@@ -137,7 +133,7 @@ def test_retro_of_a_search_folder(two_session_run: ConsoleRun, tmp_path: Path) -
     result = invoke(["retro", str(search_dir)])
     assert result.exit_code == 0, result.stderr
     assert result.stderr == f"retro: no session rows: nothing to analyze: {NAME}_t1\n"
-    trial = read_json(RunLayout(trial_dir, NAME).trial_metrics(0))
+    trial = read_metrics(RunLayout(trial_dir, NAME).trial_metrics(0))
     rows = pd.read_csv(table)
     assert rows.columns.tolist() == header
     assert rows.loc[0, list(TRIAL_METRICS)].tolist() == pytest.approx(
