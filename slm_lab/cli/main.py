@@ -317,6 +317,7 @@ def run(
             # a training run (new or resumed): its sessions start at once
             if base in ("dev", "train"):
                 spec_util.check_memory_fit(spec, 1 if info.mode == "dev" else spec.meta.max_session)
+                spec_util.check_gpu(spec)
     except SpecError as e:
         _fail(str(e))
     if upload_hf:

@@ -7,6 +7,7 @@ checkpointer writes the latest and best checkpoint files. The session is assembl
 parts and the env backend the registry picks; it only runs the loop.
 """
 
+import errno
 import math
 import random
 import resource
@@ -27,13 +28,15 @@ from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.checkpointer import Checkpointer
 from slm_lab.experiment.dev_checks import DevChecks
 from slm_lab.experiment.evaluation import Evaluation
-from slm_lab.experiment.layout import EVAL_SUFFIX
+from slm_lab.experiment.layout import EVAL_SUFFIX, is_search_dir
 from slm_lab.experiment.pool import SessionTask
 from slm_lab.experiment.recorder import MetricsTracker, Recorder, Row
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
 from slm_lab.spec.schema import Spec
+
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # no space left; the disk quota reached
 
 
 def session_seed(base: int, trial: int, session: int) -> int:
@@ -259,6 +262,18 @@ class SessionFailed(Exception):
     """A session raised; the message is its error's last line (the traceback is in its log)."""
 
 
+def failure_line(e: Exception, task: SessionTask) -> str:
+    """A session's error on one line; a full disk says so, where, and how to go on."""
+    if not (isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS):
+        return log_setup.last_line(e)
+    search = is_search_dir(task.root.parent)  # a search trial's folder is in its search's
+    again = f"search@{task.root.parent}" if search else f"train@{task.root}"
+    return (
+        f"the disk is full: no space left to write {e.filename or 'in ' + str(task.root)}; "
+        f"free some space, then resume from the last checkpoint: uv run slm-lab run {again}"
+    )
+
+
 def run(
     task: SessionTask, log_level: str, publish: Callable[[Row], None] | None = None
 ) -> dict[str, float]:
@@ -280,7 +295,7 @@ def run(
         return {"stopped_at": e.frame}
     except Exception as e:  # the traceback to the logs, one line to the console and the caller
         logger.opt(exception=e).bind(file_only=True).error("failed")
-        raise SessionFailed(log_setup.last_line(e)) from None
+        raise SessionFailed(failure_line(e, task)) from None
     finally:
         log_setup.remove(sink)
         log_setup.set_tag("")

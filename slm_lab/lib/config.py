@@ -41,7 +41,17 @@ UNSET = Unset.UNSET
 
 
 class SpecError(ValueError):
-    """A spec or CLI input the user must fix; the message is the whole story."""
+    """A spec or CLI input the user must fix; the message is the whole story, on one line: a
+    newline or other unprintable character that the input put in it (a key, a -s value) is
+    written escaped, as in a Python string."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
+def one_line(text: str) -> str:
+    """`text` with each unprintable character escaped ('\\n', '\\x00', '\\u2028')."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class TypeMismatch(SpecError):

@@ -46,8 +46,10 @@ def atomic_write(path: Path, write: Any) -> None:
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a write's error: name its file
+            raise OSError(e.errno, e.strerror, str(path)) from e
         raise
 
 

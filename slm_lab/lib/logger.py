@@ -4,8 +4,10 @@ A record bound with `file_only=True` (a session's traceback) goes to the log fil
 the console, which gets the one-line summary instead.
 """
 
+import contextlib
 import os
 import sys
+from pathlib import Path
 
 from loguru import logger
 
@@ -66,8 +68,27 @@ def set_tag(tag: str) -> None:
     logger.configure(extra={"tag": _tag})
 
 
+class LogFile:
+    """A log file that drops a line its disk has no room for (the console still shows it): a
+    full disk stops the run with the run's own one-line error, not with a logging traceback
+    at every line after."""
+
+    def __init__(self, path: str) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115  (closed by stop)
+
+    def write(self, message: str) -> None:
+        with contextlib.suppress(OSError):
+            self.file.write(message)
+            self.file.flush()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+
+
 def add_file(path: str, level: str = "INFO") -> int:
-    return logger.add(path, level=level.upper(), format=FORMAT, colorize=False, enqueue=False)
+    return logger.add(LogFile(path), level=level.upper(), format=FORMAT, colorize=False)
 
 
 def remove(sink_id: int) -> None:

@@ -130,6 +130,8 @@ def load_algorithm(section: Any) -> AlgorithmConfig:
     name = section.get("name")
     if name is None:
         raise SpecError("agent.algorithm.name: required (str), missing")
+    if not isinstance(name, str):
+        raise SpecError(f"agent.algorithm.name: expected str, got {name!r}")
     if name not in ALGORITHM_CONFIGS:
         raise SpecError(
             f"agent.algorithm.name: {name!r} is not available{did_you_mean(str(name), ALGORITHM_CONFIGS)} (available: {', '.join(ALGORITHM_CONFIGS)})"
@@ -154,6 +156,8 @@ def load_memory(section: Any, algorithm: AlgorithmConfig) -> MemoryConfig | None
         if algorithm.needs_net:
             raise SpecError(f"agent.memory.name: required by {algorithm.name}")
         return None
+    if not isinstance(name, str):
+        raise SpecError(f"agent.memory.name: expected str, got {name!r}")
     if name not in MEMORY_CONFIGS:
         raise SpecError(
             f"agent.memory.name: {name!r} is not available{did_you_mean(str(name), MEMORY_NAMES)} (available: {', '.join(MEMORY_NAMES)})"

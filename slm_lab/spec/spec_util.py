@@ -59,6 +59,9 @@ NET_SECTIONS = ("agent.net", "agent.critic_net")
 VAR_PATTERN = re.compile(r"\$\{([^}]*)\}")
 EXPLORING_POLICIES = ("epsilon_greedy", "boltzmann")  # the action policies explore_var drives
 BYTE_UNITS = ("B", "KB", "MB", "GB", "TB")
+# levels of mappings and lists a spec may nest: far past any real one, and well inside Python's
+# recursion limit, which validation's walks and copies of the spec would hit first
+MAX_NESTING = 100
 FRAC_HINT = "give end_frac (a fraction of max_frame) instead to follow the run"  # schedule warnings
 # a ${var} not inside a quoted string: quoted for parsing a template (check of an unfilled spec)
 BARE_VAR_PATTERN = re.compile(r"(?<![\"'\w$])\$\{([^}]*)\}(?![\"'\w])")
@@ -122,12 +125,54 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     return text
 
 
+def check_nesting(node: Any, where: str) -> None:
+    """SpecError when `node` nests mappings and lists more than MAX_NESTING deep (walked
+    without recursion: the walk must not hit the limit it guards)."""
+    stack = [(node, "", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise SpecError(
+                f"{where}: {path or 'a value'} nests mappings and lists more than {MAX_NESTING} levels deep"
+            )
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for k, v in items:
+            if isinstance(v, dict | list):
+                stack.append(
+                    (v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]", depth + 1)
+                )
+
+
+def flow_depth(text: str) -> int:
+    """How deep the brackets of `text` nest (those in quoted strings too: a bound, not a parse)."""
+    depth = deepest = 0
+    for c in text:
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """YAML text's data; deep brackets refused before parsing (PyYAML took 13 s to fail on
+    2,000 of them)."""
+    if flow_depth(text) > MAX_NESTING:
+        raise SpecError(f"{where}: nests mappings and lists more than {MAX_NESTING} levels deep")
+    return yaml.load(text, Loader=_YamlLoader)
+
+
 def _parse(text: str, path: Path) -> dict[str, Any]:
     try:
         if path.suffix in (".yaml", ".yml"):
-            data = yaml.load(text, Loader=_YamlLoader)
+            data = load_yaml(text, str(path))
         else:
             data = json.loads(text)
+    except RecursionError:  # thousands of nested brackets
+        raise SpecError(
+            f"{path}: nests mappings and lists more than {MAX_NESTING} levels deep"
+        ) from None
     except json.JSONDecodeError as e:
         unresolved = VAR_PATTERN.search(text)
         hint = (
@@ -137,6 +182,13 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
         )
         raise SpecError(
             f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}{hint}"
+        ) from None
+    except yaml.reader.ReaderError as e:  # a character YAML does not allow (a NUL, a control)
+        line = text.count("\n", 0, e.position) + 1
+        column = e.position - text.rfind("\n", 0, e.position)
+        char = chr(e.character) if isinstance(e.character, int) else e.character
+        raise SpecError(
+            f"{path}: invalid YAML at line {line} column {column}: character {char!r} is not allowed"
         ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -148,6 +200,7 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
         raise SpecError(
             f"{path}: a spec file must map spec names to specs, got {type(data).__name__}"
         )
+    check_nesting(data, str(path))
     return {k: v for k, v in data.items() if not str(k).startswith("_")}  # _keys hold YAML anchors
 
 
@@ -174,7 +227,13 @@ def read_spec_file(
     """{spec name: spec} of a file, ${vars} substituted. `template` keeps the ${vars} that are
     not given as strings (a bare one in JSON is quoted), so an unfilled spec still parses."""
     path = find_spec_file(spec_file)
-    text = substitute(path.read_text(), variables or {})
+    try:
+        text = substitute(path.read_text(encoding="utf-8"), variables or {})
+    except UnicodeDecodeError as e:
+        line = e.object.count(b"\n", 0, e.start) + 1
+        raise SpecError(
+            f"{path}: not UTF-8 text: byte {e.object[e.start]:#x} at line {line}; save the file as UTF-8"
+        ) from None
     if template and path.suffix not in (".yaml", ".yml"):
         text = BARE_VAR_PATTERN.sub(lambda m: f'"${{{m.group(1)}}}"', text)
     return _parse(text, path)
@@ -253,7 +312,7 @@ def apply_overrides(spec: dict[str, Any], overrides: dict[str, str]) -> dict[str
                 )
             node = node[k]
         try:
-            value = yaml.load(text, Loader=_YamlLoader)
+            value = load_yaml(text, f"-s {path}")
         except yaml.YAMLError:
             value = text  # not YAML: the text itself
         node[keys[-1]] = applied[path] = value
@@ -519,6 +578,20 @@ def check_memory_fit(spec: Spec, sessions: int) -> None:
         hint = "max_size or meta.max_session" if sessions > 1 else "max_size"
         raise SpecError(
             f"agent.memory.max_size: {sessions} session{'s' if sessions > 1 else ''} x {format_bytes(one)} replay = {format_bytes(total)}, more than the {format_bytes(available)} available; lower {hint}"
+        )
+
+
+def check_gpu(spec: Spec) -> None:
+    """A net that asks for CUDA (gpu: true) on a machine without an NVIDIA GPU: refused before
+    the run, whose sessions would fail building the agent."""
+    net = spec.agent.net
+    if (
+        net is not None
+        and net.base.gpu not in ("auto", False, "false", None)
+        and not machine_gpus()
+    ):
+        raise SpecError(
+            "agent.net.gpu: true needs a CUDA GPU and this machine has none; set it to auto (CUDA when there is one) or false"
         )
 
 

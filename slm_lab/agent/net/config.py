@@ -9,6 +9,7 @@ it matches.
 
 import inspect
 import json
+import math
 import re
 import typing
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ NOT_YET = "is not available yet in this release"
 HOGWILD_OPTIM_PREFIX = "Global"  # v5's shared-memory optimizers (GlobalAdam, GlobalRMSprop)
 ROLE_PREFIXES = ("actor_", "critic_")
 CONV_ROW_LEN = 5  # [out_channels, kernel, stride, padding, dilation]
+GPU_VALUES = ("auto", True, False, "false", None)  # a net's gpu key (net_util.get_device)
 # net keys that may carry an actor_/critic_ prefix to configure one of the two nets
 NET_ROLE_KEYS = (
     "hid_layers",
@@ -58,6 +60,42 @@ CUSTOM_SCHEDULERS = ("LinearToZero", "LinearToMin")  # frame-based, beside torch
 DEFAULT_ACTIVATION = "relu"  # of hidden layers, when hid_layers_activation is null
 
 
+# the values torch's optimizers take for their common arguments, as they check them when built
+# (in a session, after the run folder is made); infinity is refused too (torch takes it, but the
+# first step gives NaN weights)
+NONNEGATIVE_OPTIM_ARGS = (
+    "eps",
+    "weight_decay",
+    "momentum",
+    "alpha",
+    "lr_decay",
+    "initial_accumulator_value",
+    "momentum_decay",
+    "lambd",
+)
+FLAG_OPTIM_ARGS = ("amsgrad", "maximize", "nesterov", "decoupled_weight_decay")
+
+
+def optim_value_error(key: str, value: Any) -> str | None:
+    """Why an optimizer's argument `key` cannot be `value` (None if it can, or is not known)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if key in NONNEGATIVE_OPTIM_ARGS and not (number and 0 <= value < math.inf):
+        return "expected a number >= 0"
+    if key == "rho" and not (number and 0 <= value <= 1):
+        return "expected a number in [0, 1]"
+    if key == "betas" and not (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(
+            isinstance(b, int | float) and not isinstance(b, bool) and 0 <= b < 1 for b in value
+        )
+    ):
+        return "expected [beta1, beta2], each in [0, 1)"
+    if key in FLAG_OPTIM_ARGS and not isinstance(value, bool):
+        return "expected true or false"
+    return None
+
+
 @dataclass(frozen=True)
 class OptimSpec(Config):
     """A torch.optim optimizer by name; every other key is its argument (betas, eps, ...)."""
@@ -79,6 +117,12 @@ class OptimSpec(Config):
             )
         check_torch_name(name, "optimizers", f"{path}.name", "torch.optim")
         check_torch_arguments(name, "optimizers", self.arguments(), path)
+        for k, v in self.kwargs.items():
+            if (error := optim_value_error(k, v)) is not None:
+                raise SpecError(f"{path}.{k}: {error}, got {v!r}")
+        momentum, dampening = self.kwargs.get("momentum", 0), self.kwargs.get("dampening", 0)
+        if name == "SGD" and self.kwargs.get("nesterov") and (momentum <= 0 or dampening != 0):
+            raise SpecError(f"{path}.nesterov: needs momentum > 0 and dampening 0")
 
     def argument_error(self, key: str) -> str | None:
         """Why the optimizer cannot take `key`, or None if it can."""
@@ -262,6 +306,8 @@ class NetConfig(Config):
             raise SpecError(
                 f"{path}.seq_len: required by RecurrentNet (how many recent observations it reads)"
             )
+        if self.gpu not in GPU_VALUES:
+            raise SpecError(f"{path}.gpu: expected auto, true or false, got {self.gpu!r}")
         if self.batch_renorm and self.batch_norm:
             raise SpecError(f"{path}.batch_renorm: choose batch_renorm or batch_norm, not both")
         if self.update_type == "polyak" and self.polyak_coef is None:
