@@ -1,7 +1,8 @@
 """The results page, docs/BENCHMARKS.md: its progress matrix, its per-env tables and plots, built
 from the benchmark cells listed in docs/results/cells.yaml and the run folders beside it.
 
-A cell is one spec on one env at one budget: `spec_file`, `spec_name` and the `-s` it ran with.
+A cell is one spec on one env at one budget: `spec_file`, `spec_name` and the `options` it ran
+with.
 Its runs are run folders of `slm-lab run ... train` (one trial each), copied into docs/results/
 without their checkpoints and named as the run folder was. A cell may also quote the scores of
 earlier runs whose folders are not in the repo (`earlier`); the page shows those apart.
@@ -125,7 +126,13 @@ class Cells(Config):
                 raise ResultsError(
                     f"envs[{i}].family: {env.family!r} is not in families ({', '.join(self.families)})"
                 )
+            seen = set()
             for j, cell in enumerate(env.cells):
+                if (cell.spec_name, cell.frames) in seen:
+                    raise ResultsError(
+                        f"envs[{i}].cells[{j}]: {cell.spec_name} at {cell.frames} frames is listed twice for {env.heading}"
+                    )
+                seen.add((cell.spec_name, cell.frames))
                 if cell.algorithm not in self.algorithms:
                     raise ResultsError(
                         f"envs[{i}].cells[{j}].algorithm: {cell.algorithm!r} is not in algorithms ({', '.join(self.algorithms)})"
@@ -134,10 +141,9 @@ class Cells(Config):
 
 @dataclass(frozen=True)
 class Run:
-    """A run folder of a cell: its last frame and each session's total_reward_ma."""
+    """A run folder of a cell: each session's total_reward_ma."""
 
     name: str
-    frame: int
     scores: np.ndarray
 
     @property
@@ -185,7 +191,7 @@ def read_run(results_dir: Path, name: str, env: EnvResults, cell: Cell) -> Run:
         raise ResultsError(
             f"{where}: it ended at frame {frame}, the cell's budget is {cell.frames}"
         )
-    return Run(name, frame, scores)
+    return Run(name, scores)
 
 
 def check_specs(cells: Cells, results_dir: Path) -> None:

@@ -372,6 +372,12 @@ def test_a_pool_mistake_is_one_line(tmp_path: Path, case: str, message: str) -> 
             ),
             "{d}/cells.yaml: envs[0].cells[1].algorithm: 'Rainbow' is not in algorithms (PPO, DQN)",
         ),
+        (
+            lambda d: (d / results.CELLS_FILE).write_text(
+                CELLS.replace("spec_name: dqn_cartpole", "spec_name: ppo_cartpole")
+            ),
+            "{d}/cells.yaml: envs[0].cells[1]: ppo_cartpole at 300 frames is listed twice for CartPole-v1",
+        ),
     ],
 )
 def test_a_data_mistake_is_one_line_and_leaves_the_page_alone(
