@@ -21,7 +21,7 @@ from slm_lab.experiment.results import MET, NO_RUN, NO_TARGET, NOT_MET, OPEN, st
 from slm_lab.experiment.retro import env_of, run_name, sessions_of
 from slm_lab.lib import io
 
-MAX_RESULTS_BYTES = 5 * 2**20  # docs/results/ stays small: run folders without checkpoints
+MAX_RUN_BYTES = 2**20  # a run folder in docs/results/: its rows and metrics, no checkpoints
 
 
 # -- the page and its data ---------------------------------------------------------------
@@ -87,10 +87,13 @@ def test_each_shipped_runs_metrics_are_what_its_rows_give() -> None:
             assert session == pytest.approx(analysis.session_metrics(table, baseline), rel=1e-12)
 
 
-def test_docs_results_is_small_and_has_no_checkpoints() -> None:
+def test_docs_results_run_folders_are_small_and_have_no_checkpoints() -> None:
     files = [p for p in results.RESULTS_DIR.rglob("*") if p.is_file()]
-    assert sum(p.stat().st_size for p in files) < MAX_RESULTS_BYTES
-    assert not [p for p in files if p.suffix == ".pt" or "model" in p.parts]
+    assert not [p for p in files if p.suffix == ".pt" or "model" in p.parts or "log" in p.parts]
+    for folder in results.RESULTS_DIR.iterdir():
+        if folder.is_dir() and folder.name != results.PLOTS_DIR:
+            size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+            assert size < MAX_RUN_BYTES, folder.name
 
 
 def test_every_run_folder_in_docs_results_is_listed_under_a_cell() -> None:
