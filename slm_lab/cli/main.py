@@ -805,11 +805,11 @@ def legend_labels(legends: list[str] | None, folders: int) -> list[str] | None:
 @app.command("plot")
 def plot_runs(
     folders: Annotated[
-        str,
+        list[str],
         typer.Option(
             "--folders",
             "-f",
-            help="run folders to compare, comma-separated: paths, or folder names in --data-dir; a search folder draws each trial; SLM Lab v5 run folders too",
+            help="run folders to compare, comma-separated (or -f repeated): paths, or folder names in --data-dir; a search folder draws each trial; SLM Lab v5 run folders too; with --pool, one -f per cell",
         ),
     ],
     title: Annotated[
@@ -841,29 +841,50 @@ def plot_runs(
             help="total_reward_ma, or total_reward (the mean return of the last 100 episodes, which the moving average trails)",
         ),
     ] = "total_reward_ma",
+    pool: Annotated[
+        bool,
+        typer.Option(
+            "--pool",
+            help="each -f is a cell: the runs of one spec, drawn as one curve, the mean and 95% bootstrap CI over all sessions of all its runs",
+        ),
+    ] = False,
 ) -> None:
     """Compare runs in one graph: each trial's total_reward_ma (or -m total_reward) over frames,
-    mean ± std over its sessions, one colour per algorithm."""
+    mean ± std over its sessions, one colour per algorithm; with --pool, each cell's runs as one
+    curve."""
     from slm_lab.experiment import plot
     from slm_lab.experiment.analysis import counted
 
-    names = [f.strip() for f in folders.split(",") if f.strip()]
-    labels = legend_labels(legends, len(names))
+    groups = [[f.strip() for f in group.split(",") if f.strip()] for group in folders]
+    groups = [group for group in groups if group]
+    names = [name for group in groups for name in group]
+    drawn, unit = (len(groups), "cell") if pool else (len(names), "folder")
+    labels = legend_labels(legends, drawn)
     try:
         if not names:
             raise plot.PlotError("--folders: no folder given (e.g. -f data/run_a,data/run_b)")
         if metric not in plot.METRICS:
             raise plot.PlotError(f"--metric {metric}: give one of {', '.join(plot.METRICS)}")
-        if labels is not None and len(labels) != len(names):
+        if labels is not None and len(labels) != drawn:
             raise plot.PlotError(
-                f"--legends: {counted(len(labels), 'label')} for {counted(len(names), 'folder')}; give one per folder"
+                f"--legends: {counted(len(labels), 'label')} for {counted(drawn, unit)}; give one per {unit}"
             )
-        paths = [plot.find_folder(name, data_dir) for name in names]
-        curves = [
-            curve
-            for i, path in enumerate(paths)
-            for curve in plot.read_curves(path, labels[i] if labels else None, metric)
-        ]
+        if pool:
+            curves = [
+                plot.read_pooled_curve(
+                    [plot.find_folder(name, data_dir) for name in group],
+                    labels[i] if labels else None,
+                    metric,
+                )
+                for i, group in enumerate(groups)
+            ]
+        else:
+            paths = [plot.find_folder(name, data_dir) for name in names]
+            curves = [
+                curve
+                for i, path in enumerate(paths)
+                for curve in plot.read_curves(path, labels[i] if labels else None, metric)
+            ]
         title = title or plot.default_title(curves, metric)
         path = (output or data_dir / PLOTS_DIR) / plot.file_name(title)
     except plot.PlotError as e:

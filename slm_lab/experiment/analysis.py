@@ -19,6 +19,15 @@ same frames); and, over the checkpoints all sessions have, with s_ij session j's
   consistency = 1 - 2 * sum_i std_j(s_ij) / sum_i mean_j(s_ij)
 the std the sample std, both skipping a session without a return yet at checkpoint i (a
 checkpoint with one return adds its mean and no std); NaN for one session.
+How sure a trial's number is, for total_reward_ma and strength over its sessions' values x_j:
+  <metric>_iqm = the interquartile mean: the mean of the x_j left when the floor(n/4) lowest
+    and the floor(n/4) highest are dropped (rliable's IQM, scipy's trim_mean at 0.25)
+  <metric>_ci_low, <metric>_ci_high = the 95% percentile bootstrap confidence interval of the
+    mean of the x_j: BOOTSTRAP_RESAMPLES resamples of the sessions with replacement, drawn by a
+    generator seeded with BOOTSTRAP_SEED (the same interval every time the metrics are computed);
+    NaN for one session (nothing to resample)
+Several runs of one spec (a benchmark cell) are resampled stratified by run, as rliable
+stratifies by task: each resample draws each run's own number of sessions from that run.
 """
 
 import csv
@@ -53,7 +62,20 @@ SESSION_METRICS = (
     "training_efficiency",
     "stability",
 )
-TRIAL_METRICS = ("frame", "total_reward_ma", *SESSION_METRICS, "consistency")
+# the trial metrics that get an interquartile mean and a confidence interval over the sessions
+SPREAD_METRICS = ("total_reward_ma", "strength")
+IQM_SUFFIX, CI_LOW_SUFFIX, CI_HIGH_SUFFIX = "_iqm", "_ci_low", "_ci_high"
+TRIAL_METRICS = (
+    "frame",
+    "total_reward_ma",
+    *SESSION_METRICS,
+    "consistency",
+    *(m + suffix for m in SPREAD_METRICS for suffix in (IQM_SUFFIX, CI_LOW_SUFFIX, CI_HIGH_SUFFIX)),
+)
+IQM_CUT = 0.25  # the share of the lowest and of the highest values the interquartile mean drops
+CONFIDENCE = 0.95  # of the bootstrap confidence intervals
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 20_250_601  # fixed: a confidence interval is the same every time it is computed
 MA_WINDOW = 100  # total_reward_ma: mean of total_reward over this many checkpoint rows
 COUNTER_COLUMNS = ("frame", "t", "epi", "opt_step")  # a row's integer counts
 RETURN_COLUMNS = ("total_reward", "total_reward_ma")
@@ -192,17 +214,75 @@ def consistency(tables: Sequence[Table], baseline: float) -> float:
     return 1 - 2 * _ratio(np.nansum(std), np.nansum(mean))
 
 
+def iqm(values: np.ndarray) -> float:
+    """The interquartile mean of the values that are not NaN: their mean once the floor(n/4)
+    lowest and the floor(n/4) highest are dropped (NaN if none)."""
+    values = np.sort(values[~np.isnan(values)])
+    if values.size == 0:
+        return math.nan
+    cut = int(IQM_CUT * values.size)
+    return float(values[cut : values.size - cut].mean())
+
+
+def bootstrap_mean_ci(
+    strata: Sequence[np.ndarray],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile bootstrap confidence interval of the mean of the values in `strata`
+    (arrays of [value] or [value, point]: runs, each of its sessions), stratified: a resample
+    draws from each stratum, with replacement, as many values as it has. A NaN (a session
+    without a value at a point) is left out of that point's means. (low, high), of the shape of
+    a point; NaN where no stratum has two values (a resample could not vary)."""
+    rng = np.random.default_rng(seed)
+    point = strata[0].shape[1:]
+    sums = np.zeros((resamples, *point))
+    counts = np.zeros((resamples, *point))
+    varies = np.zeros(point, dtype=bool)
+    for values in strata:
+        known = ~np.isnan(values)
+        varies |= known.sum(axis=0) > 1
+        n = len(values)
+        # how often each value is drawn, per resample: the same draws at every point
+        draws = rng.integers(0, n, size=(resamples, n)) + n * np.arange(resamples)[:, None]
+        times = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
+        sums += np.tensordot(times, np.where(known, values, 0.0), axes=1)
+        counts += np.tensordot(times, known.astype(float), axes=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts  # a resample that drew no value at a point: NaN, left out
+    tail = 100 * (1 - confidence) / 2
+    with warnings.catch_warnings():  # a point with no value at all gives NaN, as intended
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanpercentile(means, [tail, 100 - tail], axis=0)
+    return np.where(varies, low, math.nan), np.where(varies, high, math.nan)
+
+
+def spread_metrics(name: str, strata: Sequence[np.ndarray]) -> dict[str, float]:
+    """`name`'s interquartile mean and the confidence interval of its mean over the sessions'
+    values of `strata` (one array of session values per run)."""
+    low, high = bootstrap_mean_ci(strata)
+    return {
+        name + IQM_SUFFIX: iqm(np.concatenate(strata)),
+        name + CI_LOW_SUFFIX: float(low),
+        name + CI_HIGH_SUFFIX: float(high),
+    }
+
+
 def trial_metrics(tables: Sequence[Table], baseline: float) -> dict[str, float]:
     per_session = [session_metrics(t, baseline) for t in tables]
-    means, _ = nan_stats(
-        np.array([[m[k] for m in per_session] for k in ("total_reward_ma", *SESSION_METRICS)]),
-        ddof=0,
-    )  # a session's NaN is skipped
-    return {
+    values = {
+        k: np.array([m[k] for m in per_session]) for k in ("total_reward_ma", *SESSION_METRICS)
+    }
+    means, _ = nan_stats(np.array(list(values.values())), ddof=0)  # a session's NaN is skipped
+    metrics = {
         "frame": per_session[0]["frame"],
-        **{k: float(v) for k, v in zip(("total_reward_ma", *SESSION_METRICS), means, strict=True)},
+        **{k: float(v) for k, v in zip(values, means, strict=True)},
         "consistency": consistency(tables, baseline),
     }
+    for name in SPREAD_METRICS:
+        metrics |= spread_metrics(name, [values[name]])
+    return metrics
 
 
 def baseline_of(env: "EnvConfig") -> float:
@@ -266,16 +346,26 @@ def write_trial_tables(
 
 
 def format_metrics(metrics: dict[str, float]) -> str:
+    """`k:v | ...`; a confidence interval's two bounds as one item, `<metric>_ci:[low, high]`
+    (`<metric>_ci:nan` without one)."""
     parts = []
     for k, v in metrics.items():
-        parts.append(
-            f"{k}:{v:.2e}"
-            if k == "frame"
-            else f"{k}:{v:.2f}"
-            if abs(v) >= 0.01 or v == 0 or math.isnan(v)
-            else f"{k}:{v:.2e}"
-        )
+        if k.endswith(CI_HIGH_SUFFIX) and k.removesuffix(CI_HIGH_SUFFIX) + CI_LOW_SUFFIX in metrics:
+            continue
+        if k.endswith(CI_LOW_SUFFIX):
+            name = k.removesuffix(CI_LOW_SUFFIX)
+            high = metrics.get(name + CI_HIGH_SUFFIX, math.nan)
+            bounds = "nan" if math.isnan(v) else f"[{format_number(v)}, {format_number(high)}]"
+            parts.append(f"{name}_ci:{bounds}")
+        else:
+            parts.append(f"{k}:{v:.2e}" if k == "frame" else f"{k}:{format_number(v)}")
     return " | ".join(parts)
+
+
+def format_number(v: float) -> str:
+    """A metric in the trial_metrics line: 2 decimals, or 3 significant digits when that
+    would show less than 0.01."""
+    return f"{v:.2f}" if abs(v) >= 0.01 or v == 0 or math.isnan(v) else f"{v:.2e}"
 
 
 def format_duration(seconds: float) -> str:

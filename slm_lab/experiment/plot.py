@@ -16,6 +16,11 @@ take it; a session without a return yet is left out). Two run folder formats are
 A search gives a curve per trial: ours keeps each trial in a run folder of its own inside the
 search folder, v5 keeps them all in one info/.
 
+Several runs of one spec (a benchmark cell) can be pooled into one curve (`--pool`): at each
+checkpoint frame they all have, the mean over all sessions of all their trials, with the 95%
+bootstrap confidence interval of that mean, stratified by run (analysis.bootstrap_mean_ci), as
+its band.
+
 A curve's colour is its algorithm's (`ALGORITHM_COLORS`), the same in every graph; a second run
 of the same algorithm in one graph gets a shade of it and another line style.
 
@@ -33,7 +38,15 @@ from typing import Any
 import numpy as np
 
 from slm_lab.experiment import analysis
-from slm_lab.experiment.analysis import MA_WINDOW, aligned, counted, nan_stats, point_markers
+from slm_lab.experiment.analysis import (
+    CONFIDENCE,
+    MA_WINDOW,
+    aligned,
+    bootstrap_mean_ci,
+    counted,
+    nan_stats,
+    point_markers,
+)
 from slm_lab.experiment.layout import is_run_dir, is_search_dir, run_spec_path
 from slm_lab.lib import io
 
@@ -77,7 +90,9 @@ class PlotError(ValueError):
 
 @dataclass(frozen=True)
 class Curve:
-    """One trial's metric over `sessions` sessions: mean and sample std per frame."""
+    """One trial's metric over `sessions` sessions: mean and sample std per frame. A pooled
+    curve (`read_pooled_curve`: `runs` trials together) has the confidence interval of its mean,
+    `ci` (low, high per frame), which its band shows instead of the std."""
 
     label: str
     algorithm: str
@@ -86,6 +101,8 @@ class Curve:
     frames: np.ndarray
     mean: np.ndarray
     std: np.ndarray
+    runs: int = 1
+    ci: tuple[np.ndarray, np.ndarray] | None = None
 
     def table(self) -> list[tuple[float, float, float]]:
         """(frame, mean, std) per checkpoint."""
@@ -218,6 +235,49 @@ def _trial_curves(folder: Path, metric: str) -> list[tuple[int, Curve]]:
     return curves
 
 
+def read_pooled_curve(folders: list[Path], label: str | None = None, metric: str = METRIC) -> Curve:
+    """One curve of the trials of several run folders of one algorithm on one env (a cell's
+    runs): at each checkpoint frame they all have, the mean and sample std over all their
+    sessions and the bootstrap confidence interval of the mean, stratified by trial. Labelled
+    `label` (default: the first run's spec name)."""
+    names, algorithms, envs, runs = [], set(), set(), []
+    for folder in folders:
+        if is_search_dir(folder):
+            raise PlotError(f"{folder}: a search folder; --pool takes run folders of one spec")
+        name, algorithm, env = spec_fields(read_spec(folder), run_spec_path(folder))
+        trials = _trial_tables(folder, metric)
+        if not trials:
+            raise PlotError(
+                f"{folder}: no curves: neither info/*_session_df.csv (SLM Lab) nor info/*_trial_metrics.json with `local` curves (SLM Lab v5)"
+            )
+        names.append(name)
+        algorithms.add(algorithm)
+        envs.add(env)
+        runs += [trials[t] for t in sorted(trials)]
+    for kind, found in (("algorithms", algorithms), ("envs", envs)):
+        if len(found) > 1:
+            raise PlotError(
+                f"--pool: the runs are of different {kind} ({', '.join(sorted(found))}); pool the runs of one cell, one -f per cell"
+            )
+    common = runs[0][0]
+    for frames, _ in runs[1:]:
+        common = common[np.isin(common, frames)]
+    strata = [values[np.isin(frames, common)].T for frames, values in runs]  # [session, frame]
+    pooled = np.concatenate(strata)
+    mean, std = nan_stats(pooled.T, ddof=1)
+    return Curve(
+        label or names[0],
+        algorithms.pop(),
+        envs.pop(),
+        len(pooled),
+        common,
+        mean,
+        std,
+        runs=len(runs),
+        ci=bootstrap_mean_ci(strata),
+    )
+
+
 def _trial_tables(folder: Path, metric: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Trial index -> (frames, [frame, session] metric) of a run folder, in whichever format it
     holds them."""
@@ -290,8 +350,14 @@ def default_title(curves: list[Curve], metric: str = METRIC) -> str:
     return envs if metric == METRIC else f"{envs} {metric}"
 
 
+def band(curve: Curve) -> tuple[np.ndarray, np.ndarray]:
+    """The band a curve is drawn with: its confidence interval, else mean ± std."""
+    return curve.ci if curve.ci is not None else (curve.mean - curve.std, curve.mean + curve.std)
+
+
 def draw(curves: list[Curve], title: str, path: Path, metric: str = METRIC) -> None:
-    """Every curve's mean with its ±std band, in one headless PNG (no pyplot, no display)."""
+    """Every curve's mean with its band (±std, or a pooled curve's confidence interval), in one
+    headless PNG (no pyplot, no display)."""
     fig = figure(curves, title, metric)
     io.atomic_write(path, lambda f: fig.savefig(f, format="png"))
 
@@ -313,15 +379,17 @@ def figure(curves: list[Curve], title: str, metric: str = METRIC) -> Any:
         )
         ax.fill_between(
             curve.frames,
-            curve.mean - curve.std,
-            curve.mean + curve.std,
+            *band(curve),
             color=style.color,
             alpha=BAND_ALPHA,
             linewidth=0,
         )
     ax.set_title(title)
     ax.set_xlabel("frame")
-    ax.set_ylabel(f"{metric} (mean ± std over sessions)")
+    pooled = f"mean and {CONFIDENCE:.0%} CI over all sessions of the runs"
+    ax.set_ylabel(
+        f"{metric} ({pooled if curves[0].ci is not None else 'mean ± std over sessions'})"
+    )
     ax.grid(alpha=GRID_ALPHA)
     ax.legend()
     fig.tight_layout()
@@ -329,10 +397,15 @@ def figure(curves: list[Curve], title: str, metric: str = METRIC) -> Any:
 
 
 def curve_line(curve: Curve, metric: str = METRIC) -> str:
-    """What the terminal says of a curve: its last point (± the std where sessions > 1)."""
+    """What the terminal says of a curve: its last point (± the std where sessions > 1; a
+    pooled curve's confidence interval where it has one)."""
     spread = f" ± {curve.std[-1]:.2f}" if curve.sessions > 1 else ""
+    if curve.ci is not None:
+        low, high = curve.ci[0][-1], curve.ci[1][-1]
+        spread = "" if math.isnan(low) else f" [{low:.2f}, {high:.2f}]"
+    runs = f"{counted(curve.runs, 'run')}, " if curve.ci is not None else ""
     return (
-        f"{curve.label} ({curve.algorithm}, {curve.env}): {counted(curve.sessions, 'session')} | "
+        f"{curve.label} ({curve.algorithm}, {curve.env}): {runs}{counted(curve.sessions, 'session')} | "
         f"frame:{curve.frames[-1]:.0f} | {metric}:{curve.mean[-1]:.2f}{spread}"
     )
 

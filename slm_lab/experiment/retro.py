@@ -10,7 +10,9 @@ errored trial keeps none) and the experiment graph.
 Rows written by an older version may lack columns: `total_reward_ma` is recomputed from
 `total_reward` (the mean of the last MA_WINDOW rows' values, as a run computes it); without
 `opt_step`, `training_efficiency` is NaN; a session without `frame` or `total_reward` is left
-out. Each of these gets one line (`Retro.notes`).
+out. Each of these gets one line (`Retro.notes`). Metrics an older version did not compute (the
+interquartile means and confidence intervals) are computed and written like the others; an
+older experiment table gains their columns.
 """
 
 import csv
@@ -194,14 +196,16 @@ def moving_mean(values: np.ndarray, window: int = MA_WINDOW) -> np.ndarray:
 
 def update_table(path: Path, metrics: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
     """Set the trial metric columns of an experiment table from `metrics` (trial index -> its
-    metrics; an errored trial keeps its empty cells); returns its rows, values decoded."""
+    metrics; an errored trial keeps its empty cells), adding at its end those an older table
+    lacks; returns its rows, values decoded."""
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         columns, rows = list(reader.fieldnames or []), list(reader)
+    columns += [k for k in TRIAL_METRICS if k not in columns]
     for row in rows:
         found = metrics.get(int(row["trial"]))
         if found is not None and not row["status"].startswith(ERRORED):
-            row.update({k: metric_cell(found[k]) for k in TRIAL_METRICS if k in row})
+            row.update({k: metric_cell(found[k]) for k in TRIAL_METRICS})
     out = text_io.StringIO()
     writer = csv.DictWriter(out, columns, lineterminator="\n")
     writer.writeheader()

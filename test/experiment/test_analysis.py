@@ -144,6 +144,12 @@ def test_trial_metrics_are_session_means_plus_consistency() -> None:
         "training_efficiency",
         "stability",
         "consistency",
+        "total_reward_ma_iqm",
+        "total_reward_ma_ci_low",
+        "total_reward_ma_ci_high",
+        "strength_iqm",
+        "strength_ci_low",
+        "strength_ci_high",
     ]
 
 
@@ -508,3 +514,102 @@ def test_the_first_fps_after_a_resume_counts_the_frames_and_time_since_the_resum
         clock.tick(0)
     now[0] = 2.0
     assert tracker.add_row()["fps"] == 400.0
+
+
+# -- how sure a number is: the interquartile mean and the bootstrap confidence interval ------
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([4.0, 1.0, 3.0, 2.0], 2.5),  # n=4: the lowest and the highest dropped, (2 + 3) / 2
+        ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0], 4.5),  # n=8: two each side, (3+4+5+6) / 4
+        ([1.0, 2.0, 9.0], 4.0),  # n=3: floor(3/4) = 0 dropped, the plain mean
+        ([5.0, math.nan], 5.0),  # a NaN (a session without a value) is left out
+        ([7.0], 7.0),
+    ],
+)
+def test_iqm_drops_the_lowest_and_the_highest_quarter(values: list[float], expected: float) -> None:
+    assert analysis.iqm(np.array(values)) == pytest.approx(expected)
+
+
+def test_iqm_of_nothing_is_nan() -> None:
+    assert math.isnan(analysis.iqm(np.array([math.nan])))
+
+
+def test_bootstrap_ci_of_the_mean_hand_computed() -> None:
+    """Sessions [0, 0, 0, 10]: a resample's mean is 10 k / 4 with k ~ Binomial(4, 1/4) the
+    times 10 is drawn; P(k = 0) = 0.32 > 2.5%, P(k <= 2) = 0.949 < 97.5% <= P(k <= 3) = 0.996,
+    so the 95% interval is [0, 7.5]. Sessions [0, 1]: means 0, 0.5, 1 with P 1/4, 1/2, 1/4: [0, 1]."""
+    assert analysis.bootstrap_mean_ci([np.array([0.0, 0.0, 0.0, 10.0])]) == (0.0, 7.5)
+    assert analysis.bootstrap_mean_ci([np.array([0.0, 1.0])]) == (0.0, 1.0)
+
+
+def test_bootstrap_ci_is_the_same_for_the_same_seed() -> None:
+    values = [np.sqrt(np.arange(1.0, 13.0))]  # means that seldom tie: another seed moves a bound
+    first = analysis.bootstrap_mean_ci(values)
+    assert analysis.bootstrap_mean_ci(values) == first  # BOOTSTRAP_SEED: reproducible
+    assert analysis.bootstrap_mean_ci(values, seed=analysis.BOOTSTRAP_SEED + 1) != first
+    low, high = first
+    assert low < np.mean(values) < high
+
+
+def test_bootstrap_ci_is_stratified_by_run() -> None:
+    """Two runs whose sessions agree within each run: every resample draws 2 sessions from each
+    run, so its mean is always 5; pooled into one run, the same values give a wide interval."""
+    assert analysis.bootstrap_mean_ci([np.array([0.0, 0.0]), np.array([10.0, 10.0])]) == (5.0, 5.0)
+    low, high = analysis.bootstrap_mean_ci([np.array([0.0, 0.0, 10.0, 10.0])])
+    assert (low, high) == (0.0, 10.0) or low < 5.0 < high
+
+
+def test_bootstrap_ci_of_one_session_is_nan() -> None:
+    """One value (or one value per run) cannot vary under resampling: no interval, not one of
+    zero width."""
+    assert all(math.isnan(b) for b in analysis.bootstrap_mean_ci([np.array([3.0])]))
+    assert all(
+        math.isnan(b) for b in analysis.bootstrap_mean_ci([np.array([3.0]), np.array([5.0])])
+    )
+
+
+def test_bootstrap_ci_per_point_leaves_sessions_without_a_value_out() -> None:
+    """[session, point] values: each point's interval; a point where one session has a value
+    has none; a NaN session is left out of a point's means."""
+    values = np.array([[math.nan, 0.0, 0.0], [1.0, 1.0, 0.0], [math.nan, math.nan, 0.0]])
+    low, high = analysis.bootstrap_mean_ci([values])
+    assert math.isnan(low[0]) and math.isnan(high[0])  # one session has a value at point 0
+    assert (low[1], high[1]) == (0.0, 1.0)  # sessions 0 and 1: [0, 1] as above
+    assert (low[2], high[2]) == (0.0, 0.0)  # all agree
+
+
+def test_trial_metrics_gain_the_iqm_and_the_ci_of_total_reward_ma_and_strength() -> None:
+    tables = [session_df([100, 200], [1, 2], [r, r]) for r in (10.0, 12.0, 14.0, 24.0)]
+    m = trial_metrics(tables, BASELINE)
+    # total_reward_ma per session 10, 12, 14, 24: IQM (12 + 14) / 2; strength = that - 10
+    assert m["total_reward_ma"] == 15.0
+    assert m["total_reward_ma_iqm"] == 13.0
+    assert m["strength_iqm"] == 3.0
+    low, high = analysis.bootstrap_mean_ci([np.array([10.0, 12.0, 14.0, 24.0])])
+    assert (m["total_reward_ma_ci_low"], m["total_reward_ma_ci_high"]) == (low, high)
+    assert (m["strength_ci_low"], m["strength_ci_high"]) == pytest.approx((low - 10, high - 10))
+    assert 10.0 <= low < 15.0 < high <= 24.0
+
+
+def test_trial_metrics_of_one_session_have_its_value_as_iqm_and_no_ci() -> None:
+    m = trial_metrics([A], BASELINE)
+    assert m["total_reward_ma_iqm"] == m["total_reward_ma"]
+    assert math.isnan(m["total_reward_ma_ci_low"]) and math.isnan(m["total_reward_ma_ci_high"])
+
+
+def test_format_metrics_shows_a_ci_as_one_item() -> None:
+    line = format_metrics(
+        {
+            "total_reward_ma": 15.0,
+            "total_reward_ma_iqm": 13.0,
+            "total_reward_ma_ci_low": 11.5,
+            "total_reward_ma_ci_high": 19.5,
+            "strength_ci_low": math.nan,
+            "strength_ci_high": math.nan,
+        }
+    )
+    assert line == (
+        "total_reward_ma:15.00 | total_reward_ma_iqm:13.00 | total_reward_ma_ci:[11.50, 19.50]"
+        " | strength_ci:nan"
+    )

@@ -6,6 +6,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import TWO_SESSIONS, ConsoleRun, invoke
@@ -163,3 +164,52 @@ def test_retro_bad_input(kind: str, two_session_run: ConsoleRun, tmp_path: Path)
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert line.startswith("error: ") and fragment in line
+
+
+def old_run_folder(root: Path, name: str, finals: list[float]) -> Path:
+    """A run folder as an older version left it: its spec record, a session's rows per value of
+    `finals` (its total_reward_ma at the end) and trial metrics without the IQM and CI."""
+    (root / "info").mkdir(parents=True)
+    (root / f"{name}_spec.json").write_text(
+        json.dumps({"name": name, "env": {"name": "CartPole-v1", "max_frame": 200}})
+    )
+    for s, final in enumerate(finals):
+        rows = f"frame,opt_step,total_reward,total_reward_ma\n100,1,{final},{final}\n200,2,{final},{final}\n"
+        (root / "info" / f"{name}_t0_s{s}_session_df.csv").write_text(rows)
+    old = {k: 1.0 for k in TRIAL_METRICS if not k.endswith(("_iqm", "_ci_low", "_ci_high"))}
+    (root / "info" / f"{name}_t0_trial_metrics.json").write_text(json.dumps(old))
+    return root
+
+
+def test_retro_adds_the_iqm_and_ci_to_an_older_runs_trial_metrics(tmp_path: Path) -> None:
+    run_dir = old_run_folder(tmp_path / "old", "ppo_old", [10.0, 12.0, 14.0, 24.0])
+    result = invoke(["retro", str(run_dir)])
+    assert result.exit_code == 0, result.stderr
+    trial = read_json(RunLayout(run_dir, "ppo_old").trial_metrics(0))
+    assert list(trial) == list(TRIAL_METRICS)
+    assert trial["total_reward_ma_iqm"] == 13.0  # (12 + 14) / 2
+    low, high = analysis.bootstrap_mean_ci([np.array([10.0, 12.0, 14.0, 24.0])])
+    assert (trial["total_reward_ma_ci_low"], trial["total_reward_ma_ci_high"]) == (low, high)
+    assert f"total_reward_ma_ci:[{low:.2f}, {high:.2f}]" in result.stdout
+
+
+def test_retro_adds_the_new_metric_columns_to_an_older_experiment_table(tmp_path: Path) -> None:
+    search_dir = tmp_path / "search"
+    (search_dir / "tune").mkdir(parents=True)
+    (search_dir / "ppo_old_spec.json").write_text(json.dumps({"name": "ppo_old"}))
+    old_run_folder(search_dir / "ppo_old_t0", "ppo_old", [10.0, 12.0])
+    old_columns = [k for k in TRIAL_METRICS if not k.endswith(("_iqm", "_ci_low", "_ci_high"))]
+    table = search_dir / "experiment_df.csv"
+    table.write_text(
+        ",".join(["trial", "status", "agent.algorithm.gamma", *old_columns])
+        + f"\n0,completed,0.99,{','.join(['1.0'] * len(old_columns))}\n"
+        + f"1,errored: boom,0.9,{',' * (len(old_columns) - 1)}\n"
+    )
+    result = invoke(["retro", str(search_dir)])
+    assert result.exit_code == 0, result.stderr
+    rows = pd.read_csv(table)
+    assert rows.columns.tolist() == ["trial", "status", "agent.algorithm.gamma", *TRIAL_METRICS]
+    trial = read_json(RunLayout(search_dir / "ppo_old_t0", "ppo_old").trial_metrics(0))
+    assert rows.loc[0, "total_reward_ma_iqm"] == trial["total_reward_ma_iqm"] == 11.0
+    assert rows.loc[0, "total_reward_ma_ci_low"] == trial["total_reward_ma_ci_low"]
+    assert rows.loc[1, list(TRIAL_METRICS)].isna().all()  # an errored trial: empty cells
