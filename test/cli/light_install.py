@@ -29,7 +29,9 @@ SYNTAX_ONLY = f"syntax only: env spaces not checked without the full install; {F
 NEEDS_FULL = (
     f"error: slm-lab run needs the full install (torch, Gymnasium...): {FULL_INSTALL_FIX}\n"
 )
-LOAD_AGENT_NEEDS_FULL = f"load_agent needs the full install (torch, Gymnasium...): {FULL_INSTALL_FIX}"
+LOAD_AGENT_NEEDS_FULL = (
+    f"load_agent needs the full install (torch, Gymnasium...): {FULL_INSTALL_FIX}"
+)
 TIMEOUT_S = 120
 
 

@@ -2,6 +2,7 @@
 equal what the run wrote; a run folder of an older version (columns missing), a search folder,
 evaluation rows and bad input. Each test works on a copy of the shared two-session run."""
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -185,7 +186,7 @@ def test_retro_adds_the_iqm_and_ci_to_an_older_runs_trial_metrics(tmp_path: Path
     run_dir = old_run_folder(tmp_path / "old", "ppo_old", [10.0, 12.0, 14.0, 24.0])
     result = invoke(["retro", str(run_dir)])
     assert result.exit_code == 0, result.stderr
-    trial = read_json(RunLayout(run_dir, "ppo_old").trial_metrics(0))
+    trial = read_metrics(RunLayout(run_dir, "ppo_old").trial_metrics(0))
     assert list(trial) == list(TRIAL_METRICS)
     assert trial["total_reward_ma_iqm"] == 13.0  # (12 + 14) / 2
     low, high = analysis.bootstrap_mean_ci([np.array([10.0, 12.0, 14.0, 24.0])])
@@ -209,7 +210,7 @@ def test_retro_adds_the_new_metric_columns_to_an_older_experiment_table(tmp_path
     assert result.exit_code == 0, result.stderr
     rows = pd.read_csv(table)
     assert rows.columns.tolist() == ["trial", "status", "agent.algorithm.gamma", *TRIAL_METRICS]
-    trial = read_json(RunLayout(search_dir / "ppo_old_t0", "ppo_old").trial_metrics(0))
+    trial = read_metrics(RunLayout(search_dir / "ppo_old_t0", "ppo_old").trial_metrics(0))
     assert rows.loc[0, "total_reward_ma_iqm"] == trial["total_reward_ma_iqm"] == 11.0
     assert rows.loc[0, "total_reward_ma_ci_low"] == trial["total_reward_ma_ci_low"]
     assert rows.loc[1, list(TRIAL_METRICS)].isna().all()  # an errored trial: empty cells
