@@ -38,9 +38,10 @@ from torch import nn
 
 from slm_lab.env.clock import Clock
 from slm_lab.experiment import record
+from slm_lab.experiment.build import build
 from slm_lab.experiment.checkpointer import Checkpointer
 from slm_lab.experiment.layout import RunLayout
-from slm_lab.experiment.session import build
+from slm_lab.experiment.task import SessionTask
 from slm_lab.lib import io
 
 MINIBATCH = 256
@@ -99,7 +100,7 @@ def main(
     torch.set_num_threads(1)
     spec, _ = record.read(run)
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
-    env, agent = build(spec, seed, clock)
+    env, agent = build(SessionTask.detached(spec, seed), clock)
     checkpoint = Checkpointer(RunLayout(run, spec.name), 0, 0).latest[0]
     model = io.load_torch(checkpoint)
     stats = model["obs_rms"]

@@ -49,8 +49,8 @@ def session_rows(spec_file: str, spec_name: str, checkpoints: int) -> list[dict[
     import torch
 
     from slm_lab.experiment.layout import RunLayout
-    from slm_lab.experiment.pool import SessionTask
     from slm_lab.experiment.session import Session
+    from slm_lab.experiment.task import SessionTask
     from slm_lab.lib import logger as log_setup
     from slm_lab.spec import spec_util
 

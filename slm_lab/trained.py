@@ -27,15 +27,16 @@ try:
     import numpy as np
 
     from slm_lab.agent.agent import Agent, rng_state, set_rng_state
-    from slm_lab.agent.net.config import env_seq_len
     from slm_lab.env.backend import EnvInfo
     from slm_lab.env.clock import Clock
     from slm_lab.env.registry import backend_module
     from slm_lab.env.spaces import is_bounded
     from slm_lab.env.wrappers import ObsNormalizer
     from slm_lab.experiment import record
+    from slm_lab.experiment.build import build
     from slm_lab.experiment.checkpointer import Checkpointer
     from slm_lab.experiment.layout import RunLayout, is_run_dir
+    from slm_lab.experiment.task import SessionTask
     from slm_lab.lib import io
     from slm_lab.spec import schema
     from slm_lab.spec.schema import Spec
@@ -143,20 +144,13 @@ def load_agent(
 def build_agent(spec: Spec) -> tuple[Agent, EnvInfo, gym.Space]:
     """The spec's agent for one env, its EnvInfo, and the env's own action space; the global
     RNGs (which building draws from) as they were."""
-    config = spec.env
-    backend = backend_module(config.name)
+    config = dataclasses.replace(spec.env, num_envs=1, vectorization_mode="sync")
     saved = rng_state()
     try:
         clock = Clock(config.max_frame, 1)
-        env = backend.make(
-            dataclasses.replace(config, num_envs=1, vectorization_mode="sync"),
-            BUILD_SEED,
-            clock,
-            spec.agent.algorithm.gamma,
-            seq_len=env_seq_len(spec.agent.net),
-        )
+        task = SessionTask.detached(dataclasses.replace(spec, env=config), BUILD_SEED)
+        env, agent = build(task, clock)
         env.close()
-        agent = Agent(spec.agent, env.info, clock)
     finally:
         set_rng_state(saved)
-    return agent, env.info, backend.spaces(config)[1]
+    return agent, env.info, backend_module(config.name).spaces(spec.env)[1]

@@ -23,9 +23,17 @@ class Agent:
     run every env step); the rest is what the session, enjoy and checkpoints use.
     """
 
-    def __init__(self, config: AgentConfig, env: EnvInfo, clock: Clock) -> None:
-        """`env`: what the agent knows of its envs; `clock`: the run's (its schedules read it)."""
-        device = net_util.get_device(config.net.base.gpu if config.net is not None else False)
+    def __init__(
+        self,
+        config: AgentConfig,
+        env: EnvInfo,
+        clock: Clock,
+        device: torch.device | None = None,
+    ) -> None:
+        """`env`: what the agent knows of its envs; `clock`: the run's (its schedules read it);
+        `device`: its session's placement's (None: the one the net's `gpu` asks for)."""
+        if device is None:
+            device = net_util.get_device(config.net.base.gpu if config.net is not None else False)
         self.algorithm = ALGORITHMS[config.algorithm.name](config, env, clock, device)
         self.act = self.algorithm.act
         self.update = self.algorithm.update

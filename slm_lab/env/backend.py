@@ -171,9 +171,11 @@ class BackendModule(Protocol):
         render_mode: str | None = None,
         seq_len: int | None = None,
         cpus: int | None = None,
+        device: str = "cpu",
     ) -> EnvBackend:
         """The backend: `gamma` is the agent's discount (reward normalization's return);
         `render_mode` Gymnasium's: None, "human" (a window) or "rgb_array" (one sync env whose
         frames a video takes; SpecError when the env cannot render them); `seq_len` stacks each
         env's last observations (a RecurrentNet's input); `cpus` the cores the session's envs
-        may use (None: the machine's)."""
+        may use (None: the machine's); `device` the torch device of the session's agent
+        (its placement's: a backend that computes on an accelerator keeps its arrays there)."""

@@ -31,6 +31,16 @@ class Clock:
         self.epi += num_done
 
     @property
+    def global_frame(self) -> int:
+        """The frames of the trial's global count: a Hogwild trial's workers count together
+        (experiment/hogwild.py); a session alone counts its own."""
+        return self.frame
+
+    @property
+    def global_max_frame(self) -> int:
+        return self.max_frame
+
+    @property
     def wall_t(self) -> float:
         return self._wall_offset + time.perf_counter() - self._start
 

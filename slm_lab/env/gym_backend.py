@@ -176,10 +176,12 @@ class GymVecEnv:
         render_mode: str | None = None,
         seq_len: int | None = None,
         cpus: int | None = None,
+        device: str = "cpu",
     ) -> None:
         """`gamma`: the agent's discount, which reward normalization's return uses; `cpus`: the
         cores this session's envs may use (what `vectorization_mode: auto` weighs; None: the
-        machine's free cores)."""
+        machine's free cores); `device`: the agent's (Gymnasium's envs step on the CPU, whatever
+        it is)."""
         self.name = config.name
         self.seed = seed
         self.clock = clock

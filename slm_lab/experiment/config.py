@@ -1,11 +1,23 @@
 """The `meta` section of a spec (how a run is organized), torch-free."""
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loguru import logger
 
 from slm_lab.lib.config import Config, SpecError, key
 
+if TYPE_CHECKING:
+    from slm_lab.spec.schema import Spec
+
 DEFAULT_LOG_FREQUENCY = 10000
-NOT_YET = "is not available yet in this release"
+HOGWILD_MODES = ("shared", "synced")
+# the algorithms whose workers can share global nets: one set of nets trained by optimizers
+# from on-policy batches or a worker's own replay (target nets, where any, stay each worker's)
+HOGWILD_ALGORITHMS = ("Reinforce", "ActorCritic", "PPO", "SoftActorCritic")
+# the LR schedules a Hogwild trial can follow: they read the trial's global frame count;
+# torch's own count their optimizer's steps, which are each worker's
+HOGWILD_LR_SCHEDULERS = ("LinearToZero", "LinearToMin")
 # ASHA keeps the best 1/reduction_factor of the trials at each rung; SLM Lab v5 specs use 3
 DEFAULT_REDUCTION_FACTOR = 3.0
 
@@ -41,7 +53,11 @@ class MetaConfig(Config):
     }
 
     distributed: bool | str | None = key(
-        False, "false; shared/synced (Hogwild workers sharing global nets) are not available yet"
+        False,
+        "false, or Hogwild training: max_session workers on global nets in shared memory (CPU),"
+        " each with its own env for max_frame / max_session frames; shared: the workers' nets and"
+        " optimizers are the global ones (lock-free); synced: each worker steps the global nets"
+        " with its gradient and copies them back",
     )
     log_frequency: int = key(
         DEFAULT_LOG_FREQUENCY, "frames between checkpoints (a metrics row, graphs, files)", gt=0
@@ -82,6 +98,11 @@ class MetaConfig(Config):
         return 0.0 if self.search_resources is None else self.search_resources.gpu
 
     @property
+    def hogwild(self) -> bool:
+        """Whether the trial's sessions are Hogwild workers sharing global nets."""
+        return self.distributed in HOGWILD_MODES
+
+    @property
     def eval_every(self) -> int | None:
         """Frames between evaluations, or None when the run has none."""
         if not self.rigorous_eval:
@@ -89,11 +110,41 @@ class MetaConfig(Config):
         return self.eval_frequency or self.log_frequency
 
     def check(self, path: str) -> None:
-        if self.distributed in ("shared", "synced"):
-            raise SpecError(
-                f"{path}.distributed: {self.distributed!r} (Hogwild training) {NOT_YET}; use false"
-            )
-        if self.distributed not in (False, None, "false"):
+        if self.distributed not in (False, None, "false", *HOGWILD_MODES):
             raise SpecError(
                 f"{path}.distributed: must be false, shared or synced, got {self.distributed!r}"
             )
+        if self.hogwild and self.max_session == 1:
+            logger.warning(
+                f"{path}.distributed: {self.distributed} with max_session 1 is Hogwild of one"
+                " worker (plain training with extra steps); set max_session to the workers"
+            )
+
+
+def check_hogwild(spec: "Spec") -> None:
+    """What a Hogwild trial (meta.distributed shared or synced) needs from the agent."""
+    meta, agent = spec.meta, spec.agent
+    if not meta.hogwild:
+        return
+    mode = f"meta.distributed {meta.distributed}"
+    if agent.algorithm.name not in HOGWILD_ALGORITHMS:
+        raise SpecError(
+            f"meta.distributed: {agent.algorithm.name} has no Hogwild form (Hogwild runs"
+            f" {', '.join(HOGWILD_ALGORITHMS)}); set meta.distributed to false"
+        )
+    for section, net in (("net", agent.net), ("critic_net", agent.critic_net)):
+        if net is None:
+            continue
+        if net.base.gpu in (True, "true", 1):
+            raise SpecError(
+                f"agent.{section}.gpu: true with {mode}: Hogwild's global nets are in shared"
+                " memory, on the CPU; set gpu to false (or auto)"
+            )
+        for role in (net.base, net.actor, net.critic):
+            scheduler = role.lr_scheduler_spec
+            if scheduler is not None and scheduler.name not in HOGWILD_LR_SCHEDULERS:
+                raise SpecError(
+                    f"agent.{section}.lr_scheduler_spec.name: {scheduler.name} with {mode} would"
+                    " step once per worker's update; use LinearToZero or LinearToMin, which follow"
+                    " the trial's global frames"
+                )

@@ -15,7 +15,8 @@ from slm_lab.env.clock import Clock
 from slm_lab.experiment import analysis, stop
 from slm_lab.experiment.checkpointer import Checkpointer
 from slm_lab.experiment.layout import RunLayout, enjoy_root, prefix
-from slm_lab.experiment.pool import SessionPool, SessionTask
+from slm_lab.experiment.pool import SessionPool
+from slm_lab.experiment.task import SessionTask, session_seed
 from slm_lab.lib import io, util
 from slm_lab.lib.config import SpecError
 from slm_lab.lib.logger import logger
@@ -69,7 +70,7 @@ class Trial:
             )
             for s in range(self.max_session)
         ]
-        if self.max_session == 1:
+        if self.max_session == 1 and not self.spec.meta.hogwild:
             return self.run_here(tasks[0])
         util.preload(GRAPHS_MODULE)  # the trial's graph at the end: loaded while sessions run
         pool = SessionPool(tasks, self.log_level)
@@ -122,7 +123,7 @@ def enjoy(
     `record` writes a video of the episodes there (`VIDEO_NAME`.mp4, or .gif without ffmpeg),
     played one after another on one env, each from its reset frame to its last step's (T + 1
     frames for T steps)."""
-    from slm_lab.experiment.session import build, session_seed  # torch: only where it acts
+    from slm_lab.experiment.build import build  # torch: only where it acts
 
     model_path = Checkpointer(RunLayout(root, spec.name), trial, session).model_path()
     if not model_path.exists():
@@ -138,7 +139,7 @@ def enjoy(
     seed = session_seed(spec.meta.random_seed, ENJOY_TRIAL_INDEX, session)  # fresh episodes
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
     render_mode = "rgb_array" if record else "human" if render else None
-    env, agent = build(spec, seed, clock, render_mode)
+    env, agent = build(SessionTask.detached(spec, seed), clock, render_mode)
     stats = model["obs_rms"]
     if stats is not None:
         stats = {k: v.numpy() if hasattr(v, "numpy") else v for k, v in stats.items()}

@@ -26,12 +26,11 @@ import numpy as np
 import torch
 
 from slm_lab.agent.agent import Agent, rng_state, set_rng_state
-from slm_lab.agent.net.config import env_seq_len
 from slm_lab.env.backend import EnvBackend, play_episodes
 from slm_lab.env.clock import Clock
-from slm_lab.env.registry import backend_module
-from slm_lab.env.vectorization import session_cpus
+from slm_lab.experiment.build import make_env
 from slm_lab.experiment.recorder import MetricsTracker
+from slm_lab.experiment.task import Placement
 from slm_lab.spec.schema import Spec
 
 # seeds evaluations apart from the sessions (SeedSequence([base, trial, session])): a trial
@@ -59,10 +58,16 @@ class Evaluation:
     """A session's evaluations: `run()` when `next_frame` is reached; `rows` keeps them."""
 
     def __init__(
-        self, spec: Spec, env: EnvBackend, clock: Clock, agent: Agent, session_seed: int
+        self,
+        spec: Spec,
+        env: EnvBackend,
+        clock: Clock,
+        agent: Agent,
+        session_seed: int,
+        placement: Placement | None = None,
     ) -> None:
         """For a spec with evaluations (`spec.meta.eval_every` set), beside the session's
-        training env, clock and agent."""
+        training env, clock and agent, placed where the session is (None: the spec's own)."""
         self.frequency = spec.meta.eval_every
         self.episodes = spec.meta.rigorous_eval
         self.greedy = spec.meta.eval_greedy
@@ -78,14 +83,8 @@ class Evaluation:
         )
         seed = evaluation_seed(session_seed, 0)  # each evaluation reseeds it
         with seeded(seed):  # whatever building the env draws from the global RNGs
-            self.env = backend_module(config.name).make(
-                config,
-                seed,
-                Clock(config.max_frame, config.num_envs),
-                spec.agent.algorithm.gamma,
-                seq_len=env_seq_len(spec.agent.net),
-                cpus=session_cpus(spec.meta.max_session),
-            )
+            clock = Clock(config.max_frame, config.num_envs)
+            self.env = make_env(spec, config, seed, clock, placement or Placement.of(spec))
         self.env.set_obs_stats(None, frozen=True)
         self.env.record_episodes()
         self.rows: list[dict[str, float]] = []

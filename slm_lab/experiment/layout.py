@@ -161,6 +161,10 @@ class RunLayout:
             self.model_dir / f"{pre}_ckpt-{tag}_state.pt",
         )
 
+    def hogwild_dir(self, trial: int) -> Path:
+        """A Hogwild trial's global nets and optimizer state, shared by its workers."""
+        return self.model_dir / f"{prefix(self.name, trial)}_global"
+
     def session_log(self, trial: int, session: int) -> Path:
         return self.log_dir / f"{prefix(self.name, trial, session)}.log"
 

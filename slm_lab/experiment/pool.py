@@ -12,6 +12,7 @@ stopped it at, or its error's last line.
 This module imports no torch: the caller stays light, the fork server holds the heavy imports.
 """
 
+import dataclasses
 import os
 import queue
 import select
@@ -19,8 +20,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing import get_context
+from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from pathlib import Path
@@ -29,41 +30,17 @@ import psutil
 
 from slm_lab.env import registry
 from slm_lab.experiment import stop
-from slm_lab.experiment.layout import RunLayout, prefix
+from slm_lab.experiment.task import SessionTask, SharedNets
 from slm_lab.lib import logger as log_setup
-from slm_lab.spec.schema import Spec
 
 FORKSERVER_PRELOAD = ["slm_lab.experiment.session", "matplotlib.figure"]
 POLL_S = 1.0  # how often the pool looks at its processes while it waits for messages
 STOP_TIMEOUT_S = 30.0  # a session told to stop saves its state within this, or it is killed
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+HOGWILD_LAYOUT = "layout.json"  # experiment/hogwild.py's LAYOUT_FILE: the global nets are there
 
 # what a session's row handler gets: the session index, and the row's frame and total_reward_ma
 RowHandler = Callable[[int, int, float], None]
-
-
-@dataclass(frozen=True)
-class SessionTask:
-    """One session to run: which spec, run folder, trial and session, and how."""
-
-    spec: Spec
-    root: Path  # the run folder
-    trial: int
-    session: int
-    dev: bool = False  # extra checks at every step and row
-    resume: bool = False  # continue from the saved state, if there is one
-    render: bool = False
-    # whether a later train@ can continue the session from its saved state (a search's trial
-    # reruns from the start instead)
-    resumable: bool = True
-
-    @property
-    def layout(self) -> RunLayout:
-        return RunLayout(self.root, self.spec.name)
-
-    @property
-    def prefix(self) -> str:
-        return prefix(self.spec.name, self.trial, self.session)
 
 
 class SessionPool:
@@ -86,6 +63,11 @@ class SessionPool:
             os.environ[var] = threads
         ctx = get_context("forkserver")
         ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+        tasks = self.tasks
+        if tasks[0].spec.meta.hogwild and tasks[0].placement.shared is None:
+            tasks = self.share(ctx, tasks)
+            if tasks is None:
+                return {}
         messages = ctx.Queue()
         procs = {
             t.session: ctx.Process(
@@ -100,7 +82,7 @@ class SessionPool:
                 ),
                 name=t.prefix,
             )
-            for t in self.tasks
+            for t in tasks
         }
         for p in procs.values():
             p.start()
@@ -108,6 +90,38 @@ class SessionPool:
             return self.follow(messages, procs, on_row, fail_fast)
         finally:
             _end(procs, messages)
+
+    def share(self, ctx: BaseContext, tasks: list[SessionTask]) -> list[SessionTask] | None:
+        """A Hogwild trial's tasks: each worker runs max_frame / workers frames on the trial's
+        global nets, which a process of its own writes to the trial's folder first (a resumed
+        trial's are there already). None, with every session's error, when that fails."""
+        first, workers = tasks[0], len(tasks)
+        spec = first.spec
+        directory = first.layout.hogwild_dir(first.trial)
+        if not (first.resume and hogwild_state_exists(directory)):
+            p = ctx.Process(
+                target=_create_process,
+                args=(first, directory, workers, self.log_level, registry.FAMILIES),
+                name=f"{first.prefix}_global",
+            )
+            p.start()
+            p.join()
+            if p.exitcode != 0:
+                for t in tasks:
+                    self.errors[t.session] = (
+                        f"the global nets could not be made (exit code {p.exitcode}); see the run log"
+                    )
+                return None
+        shared = SharedNets(str(directory), str(spec.meta.distributed), workers)
+        worker_spec = spec.with_values({"env.max_frame": spec.env.max_frame // workers})
+        return [
+            dataclasses.replace(
+                t,
+                spec=worker_spec,
+                placement=dataclasses.replace(t.placement, device="cpu", shared=shared),
+            )
+            for t in tasks
+        ]
 
     def follow(
         self,
@@ -180,6 +194,26 @@ def _session_process(
         messages.put(("done", s, session.run(task, log_level, publish)))
     except session.SessionFailed as e:
         messages.put(("failed", s, str(e)))
+
+
+def hogwild_state_exists(directory: Path) -> bool:
+    return (directory / HOGWILD_LAYOUT).exists()
+
+
+def _create_process(
+    task: SessionTask,
+    directory: Path,
+    workers: int,
+    log_level: str,
+    families: list[registry.Family],
+) -> None:
+    """The process that makes a Hogwild trial's global nets (torch: the run's process stays
+    without it)."""
+    log_setup.setup(log_level, tag=f"{task.prefix}_global")
+    registry.FAMILIES[:] = families
+    from slm_lab.experiment import hogwild  # the fork server's: no import cost here
+
+    hogwild.create_for(task, directory, workers)
 
 
 def end_with(pid: int) -> None:

@@ -20,7 +20,8 @@ from ray import tune
 from slm_lab.experiment import record
 from slm_lab.experiment.analysis import write_trial
 from slm_lab.experiment.layout import RunLayout, prefix
-from slm_lab.experiment.pool import SessionPool, SessionTask
+from slm_lab.experiment.pool import SessionPool
+from slm_lab.experiment.task import SessionTask
 from slm_lab.lib import logger as log_setup
 from slm_lab.spec import spec_util
 from slm_lab.spec.schema import Spec

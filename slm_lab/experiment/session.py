@@ -9,7 +9,6 @@ parts and the env backend the registry picks; it only runs the loop.
 
 import errno
 import math
-import random
 import resource
 from collections.abc import Callable
 from typing import Any
@@ -17,52 +16,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from slm_lab.agent.agent import Agent, rng_state, set_rng_state
-from slm_lab.agent.net.config import env_seq_len
+from slm_lab.agent.agent import rng_state, set_rng_state
 from slm_lab.env import state as env_state
-from slm_lab.env.backend import EnvBackend
 from slm_lab.env.clock import Clock
-from slm_lab.env.registry import backend_module
-from slm_lab.env.vectorization import session_cpus
-from slm_lab.experiment import analysis, stop
+from slm_lab.experiment import analysis, hogwild, stop
+from slm_lab.experiment.build import build
 from slm_lab.experiment.checkpointer import Checkpointer
 from slm_lab.experiment.dev_checks import DevChecks
 from slm_lab.experiment.evaluation import Evaluation
 from slm_lab.experiment.layout import EVAL_SUFFIX, is_search_dir
-from slm_lab.experiment.pool import SessionTask
 from slm_lab.experiment.recorder import MetricsTracker, Recorder, Row
+from slm_lab.experiment.task import SessionTask
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
-from slm_lab.spec.schema import Spec
 
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # no space left; the disk quota reached
-
-
-def session_seed(base: int, trial: int, session: int) -> int:
-    """A session's seed from the run's seed, trial and session index.
-
-    Hashed (numpy SeedSequence) rather than base + offset: sub-env i is seeded seed + i, so
-    consecutive session seeds would give two sessions identical envs.
-    """
-    return int(np.random.SeedSequence([base, trial, session]).generate_state(1)[0])
-
-
-def build(
-    spec: Spec, seed: int, clock: Clock, render_mode: str | None = None
-) -> tuple[EnvBackend, Agent]:
-    """A session's env backend and agent on `clock`, with Python, numpy and torch seeded from
-    `seed` first: the same construction for training, evaluation and enjoy. `render_mode`:
-    None, "human" (a window) or "rgb_array" (frames for a video)."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    backend = backend_module(spec.env.name)
-    seq_len = env_seq_len(spec.agent.net)
-    cpus = session_cpus(spec.meta.max_session)
-    gamma = spec.agent.algorithm.gamma
-    env = backend.make(spec.env, seed, clock, gamma, render_mode, seq_len, cpus=cpus)
-    return env, Agent(spec.agent, env.info, clock)
 
 
 class Session:
@@ -70,7 +39,7 @@ class Session:
         """`publish` gets each metrics row as it is made (a search trial reports them)."""
         spec = task.spec
         self.task, self.spec, self.publish = task, spec, publish
-        self.seed = session_seed(spec.meta.random_seed, task.trial, task.session)
+        self.seed = task.seed
         # the first line of a session, before the slow part (env processes, nets) starts
         logger.info(
             f"building env {spec.env.name} x{spec.env.num_envs} and agent "
@@ -82,16 +51,22 @@ class Session:
         # 179 us flushed. Values below 1.2e-38 are zero to any learning rule here.
         torch.set_flush_denormal(True)
         torch.set_num_threads(spec.meta.num_threads)  # after the flush: pool threads take it
-        self.clock = Clock(spec.env.max_frame, spec.env.num_envs)
+        shared = task.placement.shared
+        self.clock = (
+            Clock(spec.env.max_frame, spec.env.num_envs)
+            if shared is None
+            else hogwild.WorkerClock(spec.env.max_frame, spec.env.num_envs, shared, task.session)
+        )
+        self.worker: hogwild.Worker | None = None  # a Hogwild worker's link to the global nets
         render_mode = "human" if task.render else None
-        self.env, self.agent = build(spec, self.seed, self.clock, render_mode)
+        self.env, self.agent = build(task, self.clock, render_mode)
         if task.session == 0:
             logger.info(f"vector env: {self.env.vectorization}")
             if (note := self.agent.precision_note()) is not None:
                 logger.log(*note)
         self.tracker = MetricsTracker(self.clock, self.env, self.agent)
         self.evaluation = (
-            Evaluation(spec, self.env, self.clock, self.agent, self.seed)
+            Evaluation(spec, self.env, self.clock, self.agent, self.seed, task.placement)
             if spec.meta.eval_every is not None
             else None
         )
@@ -113,6 +88,8 @@ class Session:
         if not resumed:
             self.env.reset()
             self.recorder.start()
+        if self.task.placement.shared is not None:  # after its own state: the global nets win
+            self.worker = hogwild.attach(self.agent.algorithm, self.task.placement.shared)
         # said once a run (session 0), where a resume could need it, and not again on a resume
         if (
             not resumed
@@ -156,6 +133,8 @@ class Session:
 
     def add_row(self) -> None:
         row = self.tracker.add_row()
+        if self.worker is not None:  # a Hogwild worker's frames, and the trial's beside them
+            row["global_frame"] = self.clock.global_frame
         self.recorder.row(row, self.tracker.rows)
         self.write_episodes()
         if self.publish is not None:
@@ -174,7 +153,10 @@ class Session:
 
     # -- checkpoints -------------------------------------------------------------------------
     def model_snapshot(self) -> dict[str, Any]:
-        """What acting needs: the nets' weights and the observation normalizer's statistics."""
+        """What acting needs: the nets' weights and the observation normalizer's statistics (a
+        Hogwild worker's: the global nets')."""
+        if self.worker is not None:
+            self.worker.pull()
         stats = self.env.obs_stats()
         return {
             "nets": self.agent.model_state(),

@@ -28,7 +28,7 @@ from slm_lab.agent.memory.config import (
 )
 from slm_lab.agent.net.config import parse_net
 from slm_lab.env.config import EnvConfig
-from slm_lab.experiment.config import MetaConfig
+from slm_lab.experiment.config import MetaConfig, check_hogwild
 from slm_lab.lib.config import SpecError, did_you_mean, parse
 from slm_lab.spec import search_space
 from slm_lab.spec.search_space import SearchParam
@@ -121,6 +121,7 @@ def load(spec: Any, spec_name: str = "") -> Spec:
     raw = copy.deepcopy({**spec, "name": name})
     loaded = Spec(name, agent_config, env, meta, search, raw)
     _check_agent(loaded)
+    check_hogwild(loaded)
     return loaded
 
 

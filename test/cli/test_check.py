@@ -135,15 +135,6 @@ def test_run_without_env_name_is_one_line(in_tmp: Path) -> None:
             {"env.name": "playground/CartpoleBalance"},
             "MuJoCo Playground is not available yet",
         ),
-        (
-            {"meta.distributed": "shared"},
-            "meta.distributed: 'shared' (Hogwild training) is not available yet in this release; use false",
-        ),
-        ({"meta.distributed": "synced"}, "(Hogwild training) is not available yet"),
-        (
-            {"agent.net.actor_optim_spec": {"name": "GlobalAdam", "lr": 1e-3}},
-            "agent.net.actor_optim_spec.name: GlobalAdam (a Hogwild shared-memory optimizer) is not available yet in this release; use Adam with meta.distributed false",
-        ),
         ({"agent.algorithm.symlog": True}, "agent.algorithm.symlog: symlog value compression"),
         ({"agent.algorithm.spectral_norm": True}, "spectral normalization of the critic"),
     ],

@@ -49,6 +49,7 @@ def make(
     render_mode: str | None = None,
     seq_len: int | None = None,
     cpus: int | None = None,
+    device: str = "cpu",
 ) -> "Corridor":
     if render_mode is not None:
         raise SpecError(f"{ENV_ID} cannot render (render_mode {render_mode!r})")

@@ -21,8 +21,9 @@ from slm_lab.env.backend import FinishedEpisodes
 from slm_lab.env.clock import Clock
 from slm_lab.env.config import EnvConfig
 from slm_lab.env.transition import Transition
+from slm_lab.experiment.build import build
 from slm_lab.experiment.evaluation import Evaluation
-from slm_lab.experiment.session import build
+from slm_lab.experiment.task import SessionTask
 from slm_lab.lib.config import parse
 from slm_lab.spec import spec_util
 
@@ -443,7 +444,7 @@ def test_life_loss_terminals_reach_ppos_batch(session_threads: None) -> None:
     batch PPO trains on ends its returns at each lost life, and nowhere else."""
     spec = spec_util.load_spec(PPO_SPEC, "ppo_atari", SMALL_PPO).spec
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
-    env, agent = build(spec, 0, clock)
+    env, agent = build(SessionTask.detached(spec, 0), clock)
     ale = AleRecord(env)
     batches = record_batches(agent.algorithm.memory)
     env.reset()
@@ -466,7 +467,7 @@ def test_ppo_trains_on_uint8_minibatches_of_its_batch(session_threads: None) -> 
         PPO_SPEC, "ppo_atari", {**SMALL_PPO, "agent.algorithm.minibatch_size": "8"}
     ).spec
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
-    env, agent = build(spec, 0, clock)
+    env, agent = build(SessionTask.detached(spec, 0), clock)
     nets = agent.algorithm.nets
     assert nets.shared  # the acting forward's log-probs are kept: no no-grad pass over the batch
     batches = record_batches(agent.algorithm.memory)
@@ -490,7 +491,7 @@ def test_an_evaluation_scores_whole_games_unclipped(session_threads: None) -> No
     sets = {**SMALL_PPO, "env": SCORING_GAME, "meta.rigorous_eval": "2"}
     spec = spec_util.load_spec(PPO_SPEC, "ppo_atari", sets).spec
     clock = Clock(spec.env.max_frame, spec.env.num_envs)
-    env, agent = build(spec, 0, clock)
+    env, agent = build(SessionTask.detached(spec, 0), clock)
     evaluation = Evaluation(spec, env, clock, agent, 0)
     ale = AleRecord(evaluation.env)
     row = evaluation.run()

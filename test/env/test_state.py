@@ -20,7 +20,7 @@ from slm_lab.env.gym_backend import GymVecEnv
 from slm_lab.experiment import control
 from slm_lab.experiment import session as session_module
 from slm_lab.experiment.layout import RunLayout
-from slm_lab.experiment.pool import SessionTask
+from slm_lab.experiment.task import SessionTask
 
 STEPS_BEFORE = 40
 STEPS_AFTER = 60

@@ -37,8 +37,9 @@ from slm_lab.agent.net import net_util
 from slm_lab.env.backend import FinishedEpisodes, play_episodes
 from slm_lab.experiment import analysis, checkpointer, stop
 from slm_lab.experiment import session as session_module
+from slm_lab.experiment import task as task_module
 from slm_lab.experiment.analysis import TRIAL_METRICS, format_metrics
-from slm_lab.experiment.pool import SessionTask
+from slm_lab.experiment.task import SessionTask
 from slm_lab.lib.io import read_metrics
 
 PNG_MAGIC = b"\x89PNG"
@@ -587,7 +588,7 @@ def test_random_evaluates_every_log_frequency_by_default(in_tmp: Path) -> None:
 
 def test_session_seeds_give_disjoint_env_seeds() -> None:
     """Sub-env i is seeded seed + i: sessions' seed ranges must not overlap."""
-    from slm_lab.experiment.session import session_seed
+    from slm_lab.experiment.task import session_seed
 
     num_envs = 16
     seeds = [session_seed(42, trial, s) for trial in range(3) for s in range(8)]
@@ -629,7 +630,7 @@ def test_session_logs_a_line_before_building_its_env_and_agent(
         )
     finally:
         logger.remove(sink)
-    seed = session_module.session_seed(42, 0, 0)
+    seed = task_module.session_seed(42, 0, 0)
     assert logged_before_build == [[f"building env CartPole-v1 x2 and agent PPO (seed {seed})"]]
 
 

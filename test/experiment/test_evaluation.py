@@ -12,15 +12,16 @@ from conftest import load, make_spec
 
 from slm_lab.agent.agent import rng_state, set_rng_state
 from slm_lab.env.clock import Clock
+from slm_lab.experiment.build import build
 from slm_lab.experiment.config import MetaConfig
 from slm_lab.experiment.evaluation import Evaluation, evaluation_seed
-from slm_lab.experiment.session import build
+from slm_lab.experiment.task import SessionTask
 from slm_lab.lib.config import parse
 
 
 def build_env_agent(typed: Any, seed: int) -> tuple[Any, Any]:
     """A session's env and agent, on a clock of their own (`env.clock`)."""
-    return build(typed, seed, Clock(typed.env.max_frame, typed.env.num_envs))
+    return build(SessionTask.detached(typed, seed), Clock(typed.env.max_frame, typed.env.num_envs))
 
 
 SEED = 8  # the session seed; its first evaluation's episodes are the ones the split test needs

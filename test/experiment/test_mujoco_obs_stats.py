@@ -14,8 +14,9 @@ from conftest import invoke, load, make_env, make_spec, run_dirs, write_spec_fil
 
 from slm_lab.env.clock import Clock
 from slm_lab.env.gym_backend import GymVecEnv
+from slm_lab.experiment.build import build
 from slm_lab.experiment.evaluation import Evaluation
-from slm_lab.experiment.session import build
+from slm_lab.experiment.task import SessionTask
 
 ENV = "InvertedPendulum-v5"
 SEED = 5
@@ -69,7 +70,9 @@ def test_an_evaluation_acts_on_the_training_statistics() -> None:
     spec["env"]["normalize_obs"] = True
     spec["meta"]["rigorous_eval"] = 2
     typed = load(spec)
-    env, agent = build(typed, SEED, Clock(typed.env.max_frame, typed.env.num_envs))
+    env, agent = build(
+        SessionTask.detached(typed, SEED), Clock(typed.env.max_frame, typed.env.num_envs)
+    )
     env.reset()
     random_steps(env, 20)
     evaluation = Evaluation(typed, env, env.clock, agent, SEED)

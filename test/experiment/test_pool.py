@@ -11,7 +11,8 @@ import pytest
 from conftest import load, make_spec
 
 from slm_lab.experiment.layout import RunLayout
-from slm_lab.experiment.pool import SessionPool, SessionTask, _end
+from slm_lab.experiment.pool import SessionPool, _end
+from slm_lab.experiment.task import SessionTask
 
 
 @pytest.mark.subprocess

@@ -9,7 +9,7 @@ import pytest
 from conftest import load, make_spec
 
 from slm_lab.experiment import session as session_module
-from slm_lab.experiment.pool import SessionTask
+from slm_lab.experiment.task import SessionTask
 from slm_lab.spec import random_baseline
 
 MAX_T = 10

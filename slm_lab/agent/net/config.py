@@ -28,8 +28,10 @@ from slm_lab.lib.config import (
     parse,
 )
 
-NOT_YET = "is not available yet in this release"
-HOGWILD_OPTIM_PREFIX = "Global"  # v5's shared-memory optimizers (GlobalAdam, GlobalRMSprop)
+# v5's Hogwild optimizers (GlobalAdam, GlobalRMSprop): torch's own, whose state a Hogwild
+# trial shares like any optimizer's (experiment/hogwild.py)
+HOGWILD_OPTIM_PREFIX = "Global"
+HOGWILD_OPTIMS = ("GlobalAdam", "GlobalRMSprop")
 ROLE_PREFIXES = ("actor_", "critic_")
 CONV_ROW_LEN = 5  # [out_channels, kernel, stride, padding, dilation]
 GPU_VALUES = ("auto", True, False, "false", None)  # a net's gpu key (net_util.get_device)
@@ -101,7 +103,11 @@ class OptimSpec(Config):
     """A torch.optim optimizer by name; every other key is its argument (betas, eps, ...)."""
 
     EXTRA = "kwargs"
-    name: str = key(doc="a torch.optim optimizer (Adam, RMSprop, ...)", required=True)
+    name: str = key(
+        doc="a torch.optim optimizer (Adam, RMSprop, ...); v5's GlobalAdam and GlobalRMSprop are"
+        " Adam and RMSprop (a Hogwild trial shares any optimizer's state)",
+        required=True,
+    )
     lr: float | None = key(None, "learning rate (null: the optimizer's own default)", gt=0)
     kwargs: dict[str, Any] = key(
         {},
@@ -109,12 +115,15 @@ class OptimSpec(Config):
         " signature: one it does not take is an error",
     )
 
+    @property
+    def torch_name(self) -> str:
+        """The torch.optim class (GlobalAdam: Adam)."""
+        if self.name in HOGWILD_OPTIMS:
+            return self.name.removeprefix(HOGWILD_OPTIM_PREFIX)
+        return self.name
+
     def check(self, path: str) -> None:
-        name = self.name
-        if name.startswith(HOGWILD_OPTIM_PREFIX):
-            raise SpecError(
-                f"{path}.name: {name} (a Hogwild shared-memory optimizer) {NOT_YET}; use {name.removeprefix(HOGWILD_OPTIM_PREFIX)} with meta.distributed false"
-            )
+        name = self.torch_name
         check_torch_name(name, "optimizers", f"{path}.name", "torch.optim")
         check_torch_arguments(name, "optimizers", self.arguments(), path)
         for k, v in self.kwargs.items():
@@ -126,7 +135,7 @@ class OptimSpec(Config):
 
     def argument_error(self, key: str) -> str | None:
         """Why the optimizer cannot take `key`, or None if it can."""
-        return torch_argument_error(self.name, "optimizers", key)
+        return torch_argument_error(self.torch_name, "optimizers", key)
 
     def arguments(self) -> dict[str, Any]:
         return {**self.kwargs, **({"lr": self.lr} if self.lr is not None else {})}

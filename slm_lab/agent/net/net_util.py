@@ -93,7 +93,7 @@ def build_optim(
     """
     optim = optim or DEFAULT_OPTIM
     spec = {**optim.arguments(), **({"lr": lr} if lr is not None else {})}
-    cls = getattr(torch.optim, optim.name)
+    cls = getattr(torch.optim, optim.torch_name)
     params = list(params)
     if (
         "fused" in inspect.signature(cls).parameters
@@ -127,7 +127,7 @@ def _skip_dynamo_import() -> None:
 _skip_dynamo_import()
 
 
-def _bare_step(optim: torch.optim.Optimizer) -> Any:
+def bare_step(optim: torch.optim.Optimizer) -> Any:
     """`optim.step` without torch's per-call wrappers: a profiler range, step hooks (SLM Lab
     registers none) and, at the first call, an import of torch._dynamo (4.5 s, 170 MB here).
     The optimizer's own update runs under no_grad, as its wrapper would run it."""
@@ -163,7 +163,8 @@ class GradStep:
             *clipped,
             *([(rest, None)] if rest else []),
         ]
-        self.steps = [_bare_step(o) for o in optims]
+        self.optims = optims
+        self.steps = [bare_step(o) for o in optims]
 
     def __call__(self, loss: torch.Tensor) -> bool:
         """Whether the step was taken. A finite loss can still give a non-finite gradient (PPO's
@@ -225,15 +226,16 @@ def build_lr_scheduler(
     """Any torch.optim.lr_scheduler by name, plus frame-based LinearToZero and LinearToMin.
 
     The custom ones read the clock, so the LR follows frames exactly, also after a resume; their
-    `frame` defaults to the run's max_frame.
+    `frame` defaults to the run's max_frame. They count the trial's frames: in a Hogwild trial
+    the global count over its workers (whose optimizers are one), elsewhere the session's.
     """
     if spec is None:
         return None
     if spec.name in CUSTOM_SCHEDULERS:
-        total = float(spec.frame or clock.max_frame)
+        total = float(spec.frame or clock.global_max_frame)
         min_factor = spec.min_factor or 0.0  # LinearToZero: falls to 0
         return torch.optim.lr_scheduler.LambdaLR(
-            optim, lambda _: max(min_factor, 1.0 - (1.0 - min_factor) * clock.frame / total)
+            optim, lambda _: max(min_factor, 1.0 - (1.0 - min_factor) * clock.global_frame / total)
         )
     return getattr(torch.optim.lr_scheduler, spec.name)(optim, **spec.kwargs)
 
