@@ -76,7 +76,13 @@ def test_bf16_mixed_gives_float32_near_the_float32_net(
     plain, mixed = twins(net, in_shape)
     assert not plain.bf16 and mixed.bf16
     x = inputs(in_shape, dtype)
-    out, expected = mixed(x)[0], plain(x)[0]
+    try:
+        out = mixed(x)[0]
+    except RuntimeError as e:  # oneDNN has no bfloat16 kernel for this layer on some CPUs
+        if "could not create a primitive descriptor" not in str(e):
+            raise
+        pytest.skip(f"this CPU's oneDNN runs no bfloat16 {net['type']}: {e}")
+    expected = plain(x)[0]
     assert out.dtype == torch.float32
     assert not torch.equal(out, expected)
     torch.testing.assert_close(out, expected, rtol=0.05, atol=0.05)

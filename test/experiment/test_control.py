@@ -80,8 +80,8 @@ def check_run_folder(run_dir: Path, name: str, sessions: int, max_frame: int) ->
         model = torch.load(run_dir / "model" / f"{pre}_ckpt-latest_model.pt", weights_only=True)
         assert "nets" in model and "obs_rms" in model
         assert (run_dir / "model" / f"{pre}_ckpt-latest_state.pt").is_file()
-    trial = json.loads((run_dir / "info" / f"{name}_t0_trial_metrics.json").read_text())
-    assert json.loads((run_dir / f"{name}_t0_trial_metrics.json").read_text()) == pytest.approx(
+    trial = read_metrics(run_dir / "info" / f"{name}_t0_trial_metrics.json")
+    assert read_metrics(run_dir / f"{name}_t0_trial_metrics.json") == pytest.approx(
         trial, nan_ok=True
     )
     assert list(trial) == list(TRIAL_METRICS)

@@ -481,7 +481,7 @@ def test_a_search_runs_its_workers_on_the_python_that_started_it(
     proc = local_search(command, cwd, tiny_search, tmp_path / "data", env)
     out, err = wait_output(proc)
     assert proc.returncode == 0, err[-3000:]
-    assert out.splitlines()[0] == "search: 1 trials | completed 1"
+    assert out.splitlines()[0] == "search: 1 trial | completed 1"
     # the Python of each runtime environment Ray made for the trials' workers
     made = re.findall(
         r'"py_executable": "([^"]*)"', session_log(ray_tmpdir, "runtime_env_agent.log").read_text()
