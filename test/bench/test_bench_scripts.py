@@ -7,6 +7,7 @@ fails on every machine alike.
 """
 
 import ast
+import dataclasses
 import importlib
 import importlib.util
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 import typer
 from typer.testing import CliRunner
 
@@ -66,7 +68,7 @@ def subcommands(app: typer.Typer) -> list[list[str]]:
 
 
 def test_bench_has_scripts() -> None:
-    assert {p.name for p in SCRIPTS} >= {"vs_sb3.py", "whole_process.py", "ab.py"}
+    assert {p.name for p in SCRIPTS} >= {"vs_sb3.py", "whole_process.py", "floor.py", "ab.py"}
     assert not (BENCH / "ab_cli.py").exists()  # merged into ab.py
 
 
@@ -126,3 +128,35 @@ def test_comparison_specs_validate(bench_import: object) -> None:
 def test_shell_script_parses(path: Path) -> None:
     proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+# (work, frames) -> the floor's counts, by hand from the spec: PPO trains every 32 x 8 = 256
+# frames, 20 epochs of one 256-row minibatch, and acts once per 8-env step; DQN trains every 256
+# frames from frame 1024, 128 gradient steps a call (SLM Lab's measured 24576 at 5e4); SAC acts
+# and steps once per frame after the first 100 (SB3's measured 19900 at 2e4).
+FLOOR_COUNTS = {
+    ("ppo_cartpole", 100_000): {"act_calls": 12_500, "train_calls": 390, "train_steps": 7_800},
+    ("dqn_cartpole", 50_000): {"train_calls": 192, "train_steps": 24_576, "batch": 64},
+    ("sac_pendulum", 20_000): {"act_calls": 19_900, "train_steps": 19_900, "batch": 256},
+}
+
+
+@pytest.mark.parametrize(("work", "frames"), list(FLOOR_COUNTS), ids=[w for w, _ in FLOOR_COUNTS])
+def test_floor_counts_follow_the_spec(bench_import: object, work: str, frames: int) -> None:
+    floor = bench_import(BENCH / "floor.py")
+    plan = floor.plan(work, frames)
+    assert {k: getattr(plan, k) for k in FLOOR_COUNTS[work, frames]} == FLOOR_COUNTS[work, frames]
+
+
+def test_floor_dqn_greedy_actions(bench_import: object) -> None:
+    """Epsilon 1 -> 0 over frames 0..10: greedy actions 0 + 0.1 + ... + 0.9, then 1 a frame."""
+    floor = bench_import(BENCH / "floor.py")
+    assert floor.linear_sum(1.0, 0.0, 0, 10, 20) == pytest.approx(4.5 + 10)
+
+
+@pytest.mark.parametrize("work", ["ppo_cartpole", "dqn_cartpole", "sac_pendulum"])
+def test_floor_arithmetic_runs(bench_import: object, work: str) -> None:
+    """A few of each work's torch calls, so a floor that no longer runs fails here."""
+    floor = bench_import(BENCH / "floor.py")
+    plan = dataclasses.replace(floor.plan(work, 300), act_calls=2, train_calls=1, train_steps=2)
+    floor.ARITHMETIC[plan.algo](torch, plan)
