@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -93,30 +94,38 @@ def space_dims(env_id: str) -> tuple[int, int, bool]:
     return obs_dim, act_dim, discrete
 
 
+def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    """The Plan's fields that every algorithm reads the same way from the spec and the env."""
+    obs_dim, act_dim, discrete = space_dims(spec["env"]["name"])
+    net = spec["agent"]["net"]
+    return {
+        "env_id": spec["env"]["name"],
+        "num_envs": spec["env"]["num_envs"],
+        "obs_dim": obs_dim,
+        "act_dim": act_dim,
+        "discrete": discrete,
+        "hid_layers": net["hid_layers"],
+        "activation": net["hid_layers_activation"],
+        "gamma": spec["agent"]["algorithm"]["gamma"],
+    }
+
+
 def plan_ppo(spec: dict[str, Any], frames: int) -> Plan:
     a, net, n = spec["agent"]["algorithm"], spec["agent"]["net"], spec["env"]["num_envs"]
     horizon, minibatch, epochs = a["time_horizon"], a["minibatch_size"], a["training_epoch"]
     batch = horizon * n
     calls = frames // batch
     per_call = epochs * math.ceil(batch / minibatch)
-    obs_dim, act_dim, discrete = space_dims(spec["env"]["name"])
     return Plan(
-        "ppo",
-        spec["env"]["name"],
-        n,
-        math.ceil(frames / n),
-        obs_dim,
-        act_dim,
-        discrete,
-        net["hid_layers"],
-        net["hid_layers_activation"],
+        algo="ppo",
+        vector_steps=math.ceil(frames / n),
+        **spec_fields(spec),
         act_calls=math.ceil(frames / n),
         train_calls=calls,
         train_steps=calls * per_call,
         batch=minibatch,
         horizon=horizon,
         clip_grad=net["clip_grad_val"],
-        gamma=a["gamma"],
         derivation=(
             f"acting: one actor and one critic forward per vector step, ceil({frames} / "
             f"num_envs {n}); training: a call per time_horizon {horizon} x num_envs {n} = {batch} "
@@ -145,23 +154,15 @@ def plan_dqn(spec: dict[str, Any], frames: int) -> Plan:
     calls = (frames - start) // freq + 1 if frames >= start else 0
     e = a["explore_var_spec"]
     greedy = round(linear_sum(e["start_val"], e["end_val"], e["start_step"], e["end_step"], frames))
-    obs_dim, act_dim, discrete = space_dims(spec["env"]["name"])
     return Plan(
-        "dqn",
-        spec["env"]["name"],
-        spec["env"]["num_envs"],
-        frames,
-        obs_dim,
-        act_dim,
-        discrete,
-        net["hid_layers"],
-        net["hid_layers_activation"],
+        algo="dqn",
+        vector_steps=frames,
+        **spec_fields(spec),
         act_calls=greedy,
         train_calls=calls,
         train_steps=calls * per_call,
         batch=mem["batch_size"],
         clip_grad=net["clip_grad_val"],
-        gamma=a["gamma"],
         derivation=(
             f"acting: a Q forward for each greedy action only, the sum over {frames} frames of "
             f"1 - epsilon (linear {e['start_val']} -> {e['end_val']} over frames "
@@ -176,26 +177,18 @@ def plan_dqn(spec: dict[str, Any], frames: int) -> Plan:
 
 
 def plan_sac(spec: dict[str, Any], frames: int) -> Plan:
-    a, net, mem = spec["agent"]["algorithm"], spec["agent"]["net"], spec["agent"]["memory"]
+    a, mem = spec["agent"]["algorithm"], spec["agent"]["memory"]
     start = a["training_start_step"]
     acting = max(frames - start, 0)
     steps = acting // a["training_frequency"] * a["training_iter"]
-    obs_dim, act_dim, discrete = space_dims(spec["env"]["name"])
     return Plan(
-        "sac",
-        spec["env"]["name"],
-        spec["env"]["num_envs"],
-        frames,
-        obs_dim,
-        act_dim,
-        discrete,
-        net["hid_layers"],
-        net["hid_layers_activation"],
+        algo="sac",
+        vector_steps=frames,
+        **spec_fields(spec),
         act_calls=acting,
         train_calls=steps,
         train_steps=steps,
         batch=mem["batch_size"],
-        gamma=a["gamma"],
         derivation=(
             f"acting: uniform random actions (no forward) for training_start_step {start} "
             f"frames, then an actor forward and a squashed sample per frame ({acting}); "
@@ -568,13 +561,8 @@ app = typer.Typer(
 )
 
 
-def known_work(work: str) -> str:
-    if work not in WORK_NAMES:
-        raise typer.BadParameter(f"one of {', '.join(WORK_NAMES)}, got {work!r}")
-    return work
-
-
-Work = Annotated[str, typer.Argument(help=f"one of {', '.join(WORK_NAMES)}", callback=known_work)]
+FloorWork = StrEnum("FloorWork", {name: name for name in WORK_NAMES})
+Work = Annotated[FloorWork, typer.Argument(help="a bench/vs_sb3.py record")]
 Scale = Annotated[float, typer.Option(min=0, help="times the work's default frames")]
 
 

@@ -41,6 +41,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -1004,13 +1005,8 @@ app = typer.Typer(
 )
 
 
-def known_work(work: str) -> str:
-    if work not in COMPARISONS:
-        raise typer.BadParameter(f"one of {', '.join(COMPARISONS)}, got {work!r}")
-    return work
-
-
-Work = Annotated[str, typer.Argument(help=f"one of {', '.join(COMPARISONS)}", callback=known_work)]
+WorkName = StrEnum("WorkName", {name: name for name in COMPARISONS})
+Work = Annotated[WorkName, typer.Argument(help="a record of COMPARISONS")]
 Seed = Annotated[int, typer.Option(help="random seed for both libraries")]
 
 
