@@ -261,12 +261,13 @@ class Step:
             )
 
 
-def arithmetic_ppo(torch: Any, p: Plan) -> None:
+def arithmetic_ppo(torch: Any, p: Plan) -> float:
     out = p.act_dim if p.discrete else 2 * p.act_dim  # logits, or mean and log-std
     actor = mlp(torch, [p.obs_dim, *p.hid_layers, out], p.activation)
     critic = mlp(torch, [p.obs_dim, *p.hid_layers, 1], p.activation)
     step = Step(torch, [*actor.parameters(), *critic.parameters()], 3e-4, p.clip_grad)
     obs = torch.randn(p.num_envs, p.obs_dim)
+    start = time.perf_counter()
     for _ in range(p.act_calls):
         with torch.inference_mode():
             head = actor(obs)
@@ -276,6 +277,7 @@ def arithmetic_ppo(torch: Any, p: Plan) -> None:
             else:
                 mean, log_std = head.chunk(2, -1)
                 mean + log_std.exp() * torch.randn_like(mean)
+    acting = time.perf_counter() - start
     batch_obs = torch.randn(p.batch, p.obs_dim)
     actions = (
         torch.randint(p.act_dim, (p.batch,)) if p.discrete else torch.randn(p.batch, p.act_dim)
@@ -307,6 +309,7 @@ def arithmetic_ppo(torch: Any, p: Plan) -> None:
             policy_loss = -torch.min(ratios * norm_advs, ratios.clamp(0.8, 1.2) * norm_advs).mean()
             value_loss = torch.nn.functional.mse_loss(critic(batch_obs).squeeze(-1), v_targets)
             step(policy_loss + 0.5 * value_loss - 0.01 * entropy.mean())
+    return acting
 
 
 def replay(torch: Any, p: Plan) -> dict[str, Any]:
@@ -322,14 +325,16 @@ def replay(torch: Any, p: Plan) -> dict[str, Any]:
     }
 
 
-def arithmetic_dqn(torch: Any, p: Plan) -> None:
+def arithmetic_dqn(torch: Any, p: Plan) -> float:
     net = mlp(torch, [p.obs_dim, *p.hid_layers, p.act_dim], p.activation)
     target = mlp(torch, [p.obs_dim, *p.hid_layers, p.act_dim], p.activation)
     step = Step(torch, list(net.parameters()), 1e-3, p.clip_grad)
     obs = torch.randn(p.num_envs, p.obs_dim)
+    start = time.perf_counter()
     for _ in range(p.act_calls):
         with torch.inference_mode():
             net(obs).argmax(-1)
+    acting = time.perf_counter() - start
     mem = replay(torch, p)
     n = len(mem["rewards"])
     steps_per_call = p.train_steps // max(p.train_calls, 1)
@@ -345,6 +350,7 @@ def arithmetic_dqn(torch: Any, p: Plan) -> None:
                 q_targets = r + p.gamma * (1 - d) * target(s2).max(-1).values
             q = net(s).gather(-1, a.unsqueeze(-1)).squeeze(-1)
             step(torch.nn.functional.smooth_l1_loss(q, q_targets))
+    return acting
 
 
 def squashed(torch: Any, actor: Any, obs: Any) -> tuple[Any, Any]:
@@ -358,7 +364,7 @@ def squashed(torch: Any, actor: Any, obs: Any) -> tuple[Any, Any]:
     return torch.tanh(u), logp
 
 
-def arithmetic_sac(torch: Any, p: Plan) -> None:
+def arithmetic_sac(torch: Any, p: Plan) -> float:
     actor = mlp(torch, [p.obs_dim, *p.hid_layers, 2 * p.act_dim], p.activation)
     critic_sizes = [p.obs_dim + p.act_dim, *p.hid_layers, 1]
     critics = [mlp(torch, critic_sizes, p.activation) for _ in range(2)]
@@ -372,9 +378,11 @@ def arithmetic_sac(torch: Any, p: Plan) -> None:
     alpha_step = Step(torch, [log_alpha], 1e-3, None)
     target_entropy = -p.act_dim
     obs = torch.randn(p.num_envs, p.obs_dim)
+    start = time.perf_counter()
     for _ in range(p.act_calls):
         with torch.inference_mode():
             squashed(torch, actor, obs)
+    acting = time.perf_counter() - start
     mem = replay(torch, p)
     n = len(mem["rewards"])
     for _ in range(p.train_steps):
@@ -400,9 +408,11 @@ def arithmetic_sac(torch: Any, p: Plan) -> None:
         alpha_step(alpha_loss)
         with torch.no_grad():
             torch._foreach_lerp_(target_params, critic_params, 0.005)
+    return acting
 
 
-ARITHMETIC: dict[str, Callable[[Any, Plan], None]] = {
+# each runs the plan's torch calls and returns the seconds its acting forwards took
+ARITHMETIC: dict[str, Callable[[Any, Plan], float]] = {
     "ppo": arithmetic_ppo,
     "dqn": arithmetic_dqn,
     "sac": arithmetic_sac,
@@ -436,16 +446,17 @@ def child_env(p: Plan) -> float:
     return wall
 
 
-def child_arithmetic(p: Plan) -> float:
-    """Seconds of the plan's torch calls on fixed tensors, one thread, denormals flushed."""
+def child_arithmetic(p: Plan) -> dict[str, float]:
+    """Seconds of the plan's torch calls on fixed tensors (and of its acting forwards alone),
+    one thread, denormals flushed."""
     import torch
 
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
     torch.manual_seed(0)
     start = time.perf_counter()
-    ARITHMETIC[p.algo](torch, p)
-    return time.perf_counter() - start
+    acting = ARITHMETIC[p.algo](torch, p)
+    return {"seconds": time.perf_counter() - start, "acting": acting}
 
 
 # -- the profile's child: one SLM Lab session with timers around its parts -------------------
@@ -546,8 +557,9 @@ def sb3_s(work: str, frames: int, seed: int) -> float:
 def floor_parts(work: str, p: Plan, frames: int) -> dict[str, float]:
     parts = {"startup": startup_s(p)}
     parts["env"] = run_child("child-env", work, frames)["seconds"]
-    parts["arithmetic"] = run_child("child-arithmetic", work, frames)["seconds"]
-    return parts | {"sum": sum(parts.values())}
+    arithmetic = run_child("child-arithmetic", work, frames)
+    parts["arithmetic"] = arithmetic["seconds"]
+    return parts | {"sum": sum(parts.values()), "of_which_acting": arithmetic["acting"]}
 
 
 def frames_of(work: str, scale: float) -> int:
@@ -635,15 +647,21 @@ def profile(work: Work, frames_scale: Scale = 1.0) -> None:
         + " | ".join(f"{k} {v:.2f} s" for k, v in parts.items())
         + f" | slm-lab run (whole process) {whole:.2f} s"
     )
-    typer.echo("SLM Lab session in one process (seconds):")
+    typer.echo("one SLM Lab session in one process, seconds (floor's part beside it):")
+    beside = {"startup_imports": parts["startup"], "env": parts["env"]}
+    beside |= {"acting": parts["of_which_acting"]}
+    beside |= {"training": parts["arithmetic"] - parts["of_which_acting"]}
     for key, value in prof.items():
-        if key.endswith("_s"):
-            typer.echo(f"  {key.removesuffix('_s'):<18} {value:8.2f}")
-    in_process = prof["process_s"]
-    typer.echo(f"  {'process (whole)':<18} {in_process:8.2f}")
+        if key.endswith("_s") and key not in ("run_s", "process_s"):
+            name = key.removesuffix("_s")
+            floor_part = f"  ({beside[name]:.2f})" if name in beside else ""
+            typer.echo(f"  {name:<18} {value:8.2f}{floor_part}")
+    exit_s = prof["process_s"] - prof["startup_imports_s"] - prof["startup_build_s"] - prof["run_s"]
+    typer.echo(f"  {'exit':<18} {exit_s:8.2f}")
+    typer.echo(f"  {'whole child':<18} {prof['process_s']:8.2f}")
     typer.echo(
-        f"  slm-lab run's own extra (train mode: forkserver, session process, trial "
-        f"analysis) {whole - in_process:.2f} s"
+        f"slm-lab run (train mode: forkserver, session process, trial analysis) {whole:.2f} s, "
+        f"{whole - prof['process_s']:+.2f} s against the one-process session"
     )
     write_report(
         OUT_DIR / f"floor_profile_{work}.json",
@@ -662,7 +680,7 @@ def child_env_command(work: str, frames: Frames) -> None:
 
 @app.command("child-arithmetic", hidden=True)
 def child_arithmetic_command(work: str, frames: Frames) -> None:
-    typer.echo(f"result: {json.dumps({'seconds': child_arithmetic(plan(work, frames))})}")
+    typer.echo(f"result: {json.dumps(child_arithmetic(plan(work, frames)))}")
 
 
 @app.command("child-profile", hidden=True)
