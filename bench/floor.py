@@ -14,7 +14,9 @@ For each work (a bench/vs_sb3.py record: the same settings for SLM Lab's spec an
   algorithm uses it (see `Plan` and the `plan_*` functions; `run` prints them);
 
 the floor is their sum (the env and arithmetic children time their work alone, so their own
-start-up is not counted twice). Then SLM Lab's whole process (`slm-lab run <spec> train`, one
+start-up is not counted twice). Every figure is given in CPU seconds (a process's own and its
+waited-for children's, from wait4; in a child, process_time) and in wall seconds: on a machine
+shared with other work the CPU seconds are the steadier of the two. Then SLM Lab's whole process (`slm-lab run <spec> train`, one
 session, --log-level WARNING, in a temporary folder) and SB3's (`bench/vs_sb3.py sb3 WORK`, a
 user's script), the three A/B/C interleaved (the order rotates each round), and the ratios of
 each whole process to the floor. `profile` runs one SLM Lab session in a child process with
@@ -55,6 +57,17 @@ THIS = Path(__file__).resolve()
 MUJOCO_ENVS = ("Hopper-v5",)
 PARTS = ("startup", "env", "arithmetic")
 WORK_NAMES = ("ppo_cartpole", "dqn_cartpole", "sac_pendulum", "ppo_hopper")
+CLOCKS = ("cpu", "wall")  # CPU seconds first: steadier than the wall on a shared machine
+
+
+def now() -> tuple[float, float]:
+    """(CPU seconds of this process, wall seconds), to take differences of."""
+    return time.process_time(), time.perf_counter()
+
+
+def since(start: tuple[float, float]) -> dict[str, float]:
+    cpu, wall = now()
+    return {"cpu": cpu - start[0], "wall": wall - start[1]}
 
 
 # -- what the arithmetic does, derived from the spec -----------------------------------------
@@ -261,13 +274,13 @@ class Step:
             )
 
 
-def arithmetic_ppo(torch: Any, p: Plan) -> float:
+def arithmetic_ppo(torch: Any, p: Plan) -> dict[str, float]:
     out = p.act_dim if p.discrete else 2 * p.act_dim  # logits, or mean and log-std
     actor = mlp(torch, [p.obs_dim, *p.hid_layers, out], p.activation)
     critic = mlp(torch, [p.obs_dim, *p.hid_layers, 1], p.activation)
     step = Step(torch, [*actor.parameters(), *critic.parameters()], 3e-4, p.clip_grad)
     obs = torch.randn(p.num_envs, p.obs_dim)
-    start = time.perf_counter()
+    start = now()
     for _ in range(p.act_calls):
         with torch.inference_mode():
             head = actor(obs)
@@ -277,7 +290,7 @@ def arithmetic_ppo(torch: Any, p: Plan) -> float:
             else:
                 mean, log_std = head.chunk(2, -1)
                 mean + log_std.exp() * torch.randn_like(mean)
-    acting = time.perf_counter() - start
+    acting = since(start)
     batch_obs = torch.randn(p.batch, p.obs_dim)
     actions = (
         torch.randint(p.act_dim, (p.batch,)) if p.discrete else torch.randn(p.batch, p.act_dim)
@@ -325,16 +338,16 @@ def replay(torch: Any, p: Plan) -> dict[str, Any]:
     }
 
 
-def arithmetic_dqn(torch: Any, p: Plan) -> float:
+def arithmetic_dqn(torch: Any, p: Plan) -> dict[str, float]:
     net = mlp(torch, [p.obs_dim, *p.hid_layers, p.act_dim], p.activation)
     target = mlp(torch, [p.obs_dim, *p.hid_layers, p.act_dim], p.activation)
     step = Step(torch, list(net.parameters()), 1e-3, p.clip_grad)
     obs = torch.randn(p.num_envs, p.obs_dim)
-    start = time.perf_counter()
+    start = now()
     for _ in range(p.act_calls):
         with torch.inference_mode():
             net(obs).argmax(-1)
-    acting = time.perf_counter() - start
+    acting = since(start)
     mem = replay(torch, p)
     n = len(mem["rewards"])
     steps_per_call = p.train_steps // max(p.train_calls, 1)
@@ -364,7 +377,7 @@ def squashed(torch: Any, actor: Any, obs: Any) -> tuple[Any, Any]:
     return torch.tanh(u), logp
 
 
-def arithmetic_sac(torch: Any, p: Plan) -> float:
+def arithmetic_sac(torch: Any, p: Plan) -> dict[str, float]:
     actor = mlp(torch, [p.obs_dim, *p.hid_layers, 2 * p.act_dim], p.activation)
     critic_sizes = [p.obs_dim + p.act_dim, *p.hid_layers, 1]
     critics = [mlp(torch, critic_sizes, p.activation) for _ in range(2)]
@@ -378,11 +391,11 @@ def arithmetic_sac(torch: Any, p: Plan) -> float:
     alpha_step = Step(torch, [log_alpha], 1e-3, None)
     target_entropy = -p.act_dim
     obs = torch.randn(p.num_envs, p.obs_dim)
-    start = time.perf_counter()
+    start = now()
     for _ in range(p.act_calls):
         with torch.inference_mode():
             squashed(torch, actor, obs)
-    acting = time.perf_counter() - start
+    acting = since(start)
     mem = replay(torch, p)
     n = len(mem["rewards"])
     for _ in range(p.train_steps):
@@ -412,14 +425,14 @@ def arithmetic_sac(torch: Any, p: Plan) -> float:
 
 
 # each runs the plan's torch calls and returns the seconds its acting forwards took
-ARITHMETIC: dict[str, Callable[[Any, Plan], float]] = {
+ARITHMETIC: dict[str, Callable[[Any, Plan], dict[str, float]]] = {
     "ppo": arithmetic_ppo,
     "dqn": arithmetic_dqn,
     "sac": arithmetic_sac,
 }
 
 
-def child_env(p: Plan) -> float:
+def child_env(p: Plan) -> dict[str, float]:
     """Seconds to step the vector env for the plan's vector steps, actions drawn in advance."""
     import gymnasium as gym
     import numpy as np
@@ -438,12 +451,12 @@ def child_env(p: Plan) -> float:
         shape = (p.vector_steps, p.num_envs, p.act_dim)
         actions = rng.uniform(space.low, space.high, size=shape).astype(space.dtype)
     vec.reset(seed=0)
-    start = time.perf_counter()
+    start = now()
     for a in actions:
         vec.step(a)
-    wall = time.perf_counter() - start
+    seconds = since(start)
     vec.close()
-    return wall
+    return seconds
 
 
 def child_arithmetic(p: Plan) -> dict[str, float]:
@@ -454,19 +467,22 @@ def child_arithmetic(p: Plan) -> dict[str, float]:
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
     torch.manual_seed(0)
-    start = time.perf_counter()
+    start = now()
     acting = ARITHMETIC[p.algo](torch, p)
-    return {"seconds": time.perf_counter() - start, "acting": acting}
+    return since(start) | {f"acting_{clock}": acting[clock] for clock in CLOCKS}
 
 
 # -- the profile's child: one SLM Lab session with timers around its parts -------------------
-def timed(totals: dict[str, float], key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def timed(
+    totals: dict[str, dict[str, float]], key: str, fn: Callable[..., Any]
+) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start = now()
         try:
             return fn(*args, **kwargs)
         finally:
-            totals[key] += time.perf_counter() - start
+            for clock, seconds in since(start).items():
+                totals[key][clock] += seconds
 
     return wrapper
 
@@ -481,17 +497,19 @@ def child_profile(work: str, frames: int, launched_at: float) -> dict[str, float
     from slm_lab.lib import logger as log_setup
     from slm_lab.spec import spec_util
 
-    imported = monotonic()
+    imported_cpu, imported_wall = time.process_time(), monotonic()
     torch.set_num_threads(1)
     log_setup.setup("WARNING")
     spec = COMPARISONS[work].slm_lab_spec(frames, 0)
     config = spec_util.validate(spec, spec["name"]).with_values({"meta.num_threads": 1})
     keys = ("env", "acting", "update", "training", "recording", "checkpoints", "evaluation")
-    totals = dict.fromkeys(keys + ("checkpoints_best", "analysis", "close"), 0.0)
+    extra = ("checkpoints_best", "analysis", "close", "build", "run")
+    totals = {k: dict.fromkeys(CLOCKS, 0.0) for k in keys + extra}
     with tempfile.TemporaryDirectory(prefix="floor_profile_") as tmp:
         RunLayout(Path(tmp), config.name).make()
+        start = now()
         session = Session(SessionTask(config, Path(tmp), trial=0, session=0))
-        built = monotonic()
+        totals["build"] = since(start)
         agent, env, algorithm = session.agent, session.env, session.agent.algorithm
         env.step = timed(totals, "env", env.step)
         agent.act = timed(totals, "acting", agent.act)
@@ -505,21 +523,21 @@ def child_profile(work: str, frames: int, launched_at: float) -> dict[str, float
             session.evaluation.run = timed(totals, "evaluation", session.evaluation.run)
         session.finish = timed(totals, "analysis", session.finish)
         session.close = timed(totals, "close", session.close)
-        start = time.perf_counter()
+        start = now()
         session.run()
-        run_s = time.perf_counter() - start
-    totals["update"] -= totals["training"]  # memory adds and schedules
-    totals["recording"] -= totals["checkpoints_best"]  # add_row keeps the best model
-    totals["checkpoints"] += totals.pop("checkpoints_best")
-    loop = run_s - totals["analysis"] - totals["close"]
-    return {
-        "startup_imports_s": imported - launched_at,
-        "startup_build_s": built - imported,
-        **{f"{k}_s": v for k, v in totals.items()},
-        "loop_other_s": loop - sum(totals[k] for k in keys),
-        "run_s": run_s,
-        "frames": frames,
-    }
+        totals["run"] = since(start)
+    parts = {"startup": {"cpu": imported_cpu, "wall": imported_wall - launched_at}}
+    parts["build"] = totals["build"]
+    for clock in CLOCKS:
+        totals["update"][clock] -= totals["training"][clock]  # memory adds and schedules
+        totals["recording"][clock] -= totals["checkpoints_best"][clock]  # add_row keeps the best
+        totals["checkpoints"][clock] += totals["checkpoints_best"][clock]
+    parts |= {k: totals[k] for k in keys}
+    loop = {c: totals["run"][c] - totals["analysis"][c] - totals["close"][c] for c in CLOCKS}
+    parts["loop_other"] = {c: loop[c] - sum(totals[k][c] for k in keys) for c in CLOCKS}
+    parts["analysis"] = {c: totals["analysis"][c] + totals["close"][c] for c in CLOCKS}
+    end = {"cpu": time.process_time(), "wall": monotonic() - launched_at}
+    return {"parts": parts, "end": end, "frames": frames}
 
 
 # -- the parent ------------------------------------------------------------------------------
@@ -527,39 +545,50 @@ def child_cmd(command: str, work: str, frames: int, *extra: str) -> list[str | P
     return [PYTHON, THIS, command, work, "--frames", str(frames), *extra]
 
 
+def seconds(proc: Any) -> dict[str, float]:
+    """A finished process's CPU seconds (its own and its waited-for children's) and wall."""
+    return {"cpu": proc.cpu_s, "wall": proc.wall_s}
+
+
 def run_child(command: str, work: str, frames: int, *extra: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="floor_") as tmp:
         proc = run_process(child_cmd(command, work, frames, *extra), cwd=Path(tmp))
-    return json.loads(line_after(proc.stdout, "result:")) | {"process_s": proc.wall_s}
+    return json.loads(line_after(proc.stdout, "result:")) | {"process": seconds(proc)}
 
 
-def startup_s(p: Plan) -> float:
+def startup_s(p: Plan) -> dict[str, float]:
     imports = "import torch, gymnasium" + (", mujoco" if p.env_id in MUJOCO_ENVS else "")
     with tempfile.TemporaryDirectory(prefix="floor_startup_") as tmp:
-        return run_process([PYTHON, "-c", imports], cwd=Path(tmp)).wall_s
+        return seconds(run_process([PYTHON, "-c", imports], cwd=Path(tmp)))
 
 
-def slm_lab_s(work: str, frames: int, seed: int) -> float:
+def slm_lab_s(work: str, frames: int, seed: int) -> dict[str, float]:
     spec = COMPARISONS[work].slm_lab_spec(frames, seed)
     spec["meta"] |= {"max_session": 1, "random_seed": seed}
     with tempfile.TemporaryDirectory(prefix="floor_slm_lab_") as tmp:
         spec_path, name = write_spec_file(spec, Path(tmp))
-        return run_process(slm_lab_run_cmd(spec_path, name, "train"), cwd=Path(tmp)).wall_s
+        return seconds(run_process(slm_lab_run_cmd(spec_path, name, "train"), cwd=Path(tmp)))
 
 
-def sb3_s(work: str, frames: int, seed: int) -> float:
+def sb3_s(work: str, frames: int, seed: int) -> dict[str, float]:
     cmd: list[str | Path] = [PYTHON, ROOT / "bench" / "vs_sb3.py", "sb3", work]
     cmd += ["--frames", str(frames), "--seed", str(seed)]
     with tempfile.TemporaryDirectory(prefix="floor_sb3_") as tmp:
-        return run_process(cmd, cwd=Path(tmp)).wall_s
+        return seconds(run_process(cmd, cwd=Path(tmp)))
 
 
-def floor_parts(work: str, p: Plan, frames: int) -> dict[str, float]:
-    parts = {"startup": startup_s(p)}
-    parts["env"] = run_child("child-env", work, frames)["seconds"]
+def floor_parts(work: str, p: Plan, frames: int) -> dict[str, dict[str, float]]:
+    """Each part's CPU and wall seconds, their sum, and the acting forwards' share."""
+    parts = {"startup": startup_s(p), "env": run_child("child-env", work, frames)}
     arithmetic = run_child("child-arithmetic", work, frames)
-    parts["arithmetic"] = arithmetic["seconds"]
-    return parts | {"sum": sum(parts.values()), "of_which_acting": arithmetic["acting"]}
+    parts["arithmetic"] = {c: arithmetic[c] for c in CLOCKS}
+    parts["sum"] = {c: sum(parts[k][c] for k in PARTS) for c in CLOCKS}
+    parts["of_which_acting"] = {c: arithmetic[f"acting_{c}"] for c in CLOCKS}
+    return parts
+
+
+def both(x: dict[str, float]) -> str:
+    return f"{x['cpu']:.2f} cpu / {x['wall']:.2f} wall s"
 
 
 def frames_of(work: str, scale: float) -> int:
@@ -608,27 +637,34 @@ def run(
             at = load()
             if side == "floor":
                 r = floor_parts(work, p, frames)
-                line = " | ".join(f"{k} {v:.2f} s" for k, v in r.items())
+                line = " | ".join(f"{k} {both(v)}" for k, v in r.items())
             else:
                 fn = slm_lab_s if side == "slm_lab" else sb3_s
-                r = {"wall": fn(work, frames, seed + i)}
-                line = f"whole process {r['wall']:.2f} s"
+                r = {"whole": fn(work, frames, seed + i)}
+                line = f"whole process {both(r['whole'])}"
             runs.append({"side": side, "round": i, "load_at_launch": at, **r})
             typer.echo(f"[round {i + 1} {side:<7}] {line} | {at}")
-    median = {k: statistics.median(r[k] for r in runs if r["side"] == "floor") for k in PARTS}
-    floor_sum = sum(median.values())
-    walls = {s: statistics.median(r["wall"] for r in runs if r["side"] == s) for s in sides[1:]}
-    typer.echo(
-        f"== {work}, {frames} frames, medians of {rounds}: "
-        + " + ".join(f"{k} {v:.2f}" for k, v in median.items())
-        + f" = floor {floor_sum:.2f} s | slm_lab {walls['slm_lab']:.2f} s "
-        f"({walls['slm_lab'] / floor_sum:.2f}x floor) | sb3 {walls['sb3']:.2f} s "
-        f"({walls['sb3'] / floor_sum:.2f}x floor) | {load()}"
-    )
+    summary: dict[str, Any] = {}
+    for clock in CLOCKS:
+
+        def med(side: str, key: str, clock: str = clock) -> float:
+            return statistics.median(r[key][clock] for r in runs if r["side"] == side)
+
+        parts = {k: med("floor", k) for k in PARTS}
+        floor = sum(parts.values())
+        whole = {s: med(s, "whole") for s in sides[1:]}
+        summary[clock] = {"parts": parts, "floor": floor, "whole": whole}
+        typer.echo(
+            f"== {work}, {frames} frames, {clock} seconds, medians of {rounds}: "
+            + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+            + f" = floor {floor:.2f} | slm_lab {whole['slm_lab']:.2f} "
+            f"({whole['slm_lab'] / floor:.2f}x floor) | sb3 {whole['sb3']:.2f} "
+            f"({whole['sb3'] / floor:.2f}x floor)"
+        )
+    typer.echo(load())
     write_report(
         OUT_DIR / f"floor_{work}.json",
-        {"work": work, "frames": frames, "plan": asdict(p), "runs": runs}
-        | {"median_parts_s": median, "floor_s": floor_sum, "median_wall_s": walls},
+        {"work": work, "frames": frames, "plan": asdict(p), "runs": runs, "summary": summary},
     )
 
 
@@ -638,34 +674,25 @@ def profile(work: Work, frames_scale: Scale = 1.0) -> None:
     frames = frames_of(work, frames_scale)
     p = plan(work, frames)
     at = load()
-    parts = floor_parts(work, p, frames)
+    floor = floor_parts(work, p, frames)
     whole = slm_lab_s(work, frames, 0)
     prof = run_child("child-profile", work, frames, "--launched-at", str(monotonic()))
+    parts = prof["parts"]
+    parts["exit"] = {c: prof["process"][c] - prof["end"][c] for c in CLOCKS}
+    beside = {"startup": floor["startup"], "env": floor["env"], "acting": floor["of_which_acting"]}
+    beside["training"] = {c: floor["arithmetic"][c] - floor["of_which_acting"][c] for c in CLOCKS}
     typer.echo(f"{work}, {frames} frames | {at} at the start, {load()} at the end")
-    typer.echo(
-        "floor: "
-        + " | ".join(f"{k} {v:.2f} s" for k, v in parts.items())
-        + f" | slm-lab run (whole process) {whole:.2f} s"
-    )
-    typer.echo("one SLM Lab session in one process, seconds (floor's part beside it):")
-    beside = {"startup_imports": parts["startup"], "env": parts["env"]}
-    beside |= {"acting": parts["of_which_acting"]}
-    beside |= {"training": parts["arithmetic"] - parts["of_which_acting"]}
-    for key, value in prof.items():
-        if key.endswith("_s") and key not in ("run_s", "process_s"):
-            name = key.removesuffix("_s")
-            floor_part = f"  ({beside[name]:.2f})" if name in beside else ""
-            typer.echo(f"  {name:<18} {value:8.2f}{floor_part}")
-    exit_s = prof["process_s"] - prof["startup_imports_s"] - prof["startup_build_s"] - prof["run_s"]
-    typer.echo(f"  {'exit':<18} {exit_s:8.2f}")
-    typer.echo(f"  {'whole child':<18} {prof['process_s']:8.2f}")
-    typer.echo(
-        f"slm-lab run (train mode: forkserver, session process, trial analysis) {whole:.2f} s, "
-        f"{whole - prof['process_s']:+.2f} s against the one-process session"
-    )
+    typer.echo(" | ".join(f"floor {k} {both(v)}" for k, v in floor.items()))
+    typer.echo("one SLM Lab session in one process: part, cpu s (floor's), wall s (floor's)")
+    for name, value in [*parts.items(), ("whole child", prof["process"]), ("slm-lab run", whole)]:
+        row = f"  {name:<12}"
+        for clock in CLOCKS:
+            floor_part = f"({beside[name][clock]:.2f})" if name in beside else ""
+            row += f" {value[clock]:8.2f} {floor_part:>8}"
+        typer.echo(row)
     write_report(
         OUT_DIR / f"floor_profile_{work}.json",
-        {"work": work, "frames": frames, "floor_parts_s": parts, "slm_lab_wall_s": whole}
+        {"work": work, "frames": frames, "floor_parts": floor, "slm_lab_whole": whole}
         | {"profile": prof, "load_start": at, "load_end": load()},
     )
 
@@ -675,7 +702,7 @@ Frames = Annotated[int, typer.Option()]
 
 @app.command("child-env", hidden=True)
 def child_env_command(work: str, frames: Frames) -> None:
-    typer.echo(f"result: {json.dumps({'seconds': child_env(plan(work, frames))})}")
+    typer.echo(f"result: {json.dumps(child_env(plan(work, frames)))}")
 
 
 @app.command("child-arithmetic", hidden=True)
