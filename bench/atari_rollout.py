@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from compare_sb3 import OUT_DIR, ROOT, pin_torch_threads
+from vs_sb3 import OUT_DIR, ROOT, pin_torch_threads
 
 ENV_ID = "ALE/Pong-v5"
 NUM_ENVS = 16  # the benchmark specs' env.num_envs

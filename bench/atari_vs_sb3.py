@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from compare_sb3 import OUT_DIR, ROOT, pin_torch_threads, timed_learn
+from vs_sb3 import OUT_DIR, ROOT, pick, pin_torch_threads, timed_learn
 from whole_process import PYTHON, line_after, run_process, slm_lab_run_cmd, write_report
 from whole_process import write_spec_file as write_named_spec
 
@@ -243,17 +243,9 @@ def run_sb3_ppo(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
         PPO,
         frames,
         seed,
-        n_steps=h["n_steps"],
-        batch_size=h["batch_size"],
-        n_epochs=h["n_epochs"],
+        **pick(h, "n_steps", "batch_size", "n_epochs", "clip_range", "clip_range_vf", "ent_coef"),
+        **pick(h, "vf_coef", "max_grad_norm", "gamma", "gae_lambda"),
         learning_rate=lambda progress_remaining: progress_remaining * h["learning_rate"],
-        clip_range=h["clip_range"],
-        clip_range_vf=h["clip_range_vf"],
-        ent_coef=h["ent_coef"],
-        vf_coef=h["vf_coef"],
-        max_grad_norm=h["max_grad_norm"],
-        gamma=h["gamma"],
-        gae_lambda=h["gae_lambda"],
         policy_kwargs={"optimizer_class": torch.optim.AdamW, "optimizer_kwargs": {"eps": 1e-5}},
     )
     minibatches = h["n_steps"] * NUM_ENVS // h["batch_size"]  # _n_updates counts epochs
@@ -272,16 +264,9 @@ def run_sb3_dqn(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
         buffer_size=h["buffer_size"],
         # SB3 trains once num_timesteps > learning_starts: from the step reaching learning_starts
         learning_starts=learning_starts - NUM_ENVS,
-        batch_size=h["batch_size"],
-        learning_rate=h["learning_rate"],
-        gamma=h["gamma"],
-        train_freq=h["train_freq"],
-        gradient_steps=h["gradient_steps"],
-        target_update_interval=h["target_update_interval"],
-        exploration_initial_eps=h["exploration_initial_eps"],
-        exploration_final_eps=h["exploration_final_eps"],
-        exploration_fraction=h["exploration_fraction"],
-        max_grad_norm=h["max_grad_norm"],
+        **pick(h, "batch_size", "learning_rate", "gamma", "train_freq", "gradient_steps"),
+        **pick(h, "target_update_interval", "exploration_initial_eps", "exploration_final_eps"),
+        **pick(h, "exploration_fraction", "max_grad_norm"),
         policy_kwargs={
             "optimizer_class": torch.optim.AdamW,
             "features_extractor_kwargs": {"features_dim": h["features_dim"]},

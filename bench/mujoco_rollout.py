@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from compare_sb3 import OUT_DIR, ROOT, pin_torch_threads
+from vs_sb3 import OUT_DIR, ROOT, pin_torch_threads
 
 ENV_ID = "Hopper-v5"
 SPEC = (ROOT / "slm_lab" / "spec" / "benchmark" / "ppo" / "ppo_mujoco.json", "ppo_mujoco")

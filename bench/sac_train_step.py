@@ -1,7 +1,7 @@
 """A/B: milliseconds per SAC (or CrossQ) gradient step on Hopper-v5-sized nets, in one run.
 
-A child process (one torch thread) builds the sac_hopper_vs_sb3.py session (256x256 nets, batch
-256) with `training_iter` gradient steps per training call, fills its replay memory with
+A child process (one torch thread) builds bench/vs_sb3.py's `sac_hopper` session (256x256 nets,
+batch 256) with `training_iter` gradient steps per training call, fills its replay memory with
 `--fill` frames of uniformly random actions, then times `--calls` training calls and prints the
 median milliseconds per gradient step. The parent runs the child with the slm_lab package of
 checkout A and of checkout B alternately (PYTHONPATH), `--rounds` times each, and prints every
@@ -35,8 +35,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None)
 def build_session(  # noqa: ANN201 (a Session)
     algo: str, training_iter: int, fill: int, precision: str = "float32"
 ):
-    from compare_sb3 import pin_torch_threads
-    from sac_hopper_vs_sb3 import slm_lab_spec
+    from vs_sb3 import COMPARISONS, pin_torch_threads
 
     pin_torch_threads()
     from slm_lab.experiment.layout import RunLayout
@@ -45,7 +44,7 @@ def build_session(  # noqa: ANN201 (a Session)
     from slm_lab.lib import logger as log_setup
     from slm_lab.spec import spec_util
 
-    spec = slm_lab_spec(10**6, 0)
+    spec = COMPARISONS["sac_hopper"].slm_lab_spec(10**6, 0)
     algorithm = spec["agent"]["algorithm"]
     algorithm.update(name=algo, training_iter=training_iter, training_start_step=10**9)
     spec["agent"]["name"] = algo

@@ -25,7 +25,6 @@ Raw numbers go to bench/out/search_overhead.json.
 usage: uv run python bench/search_overhead.py [--frames 50000] [--trials 8] [--ab DIR --pairs 2]
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -33,6 +32,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "search_overhead.json"
@@ -102,21 +104,21 @@ def ab_searches(other: str, pairs: int, search_spec: dict) -> dict[str, list[flo
     return walls
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--frames", type=int, default=50_000)
-    parser.add_argument("--trials", type=int, default=8)
-    parser.add_argument("--ab", help="a checkout of the commit to compare the search with")
-    parser.add_argument("--pairs", type=int, default=2)
-    args = parser.parse_args()
-    ab = ab_searches(args.ab, args.pairs, spec(args.frames, args.trials)) if args.ab else None
+def main(
+    frames: Annotated[int, typer.Option(min=1, help="frames a trial")] = 50_000,
+    trials: Annotated[int, typer.Option(min=1, help="trials of the search")] = 8,
+    ab: Annotated[str | None, typer.Option(help="a checkout of the commit to compare with")] = None,
+    pairs: Annotated[int, typer.Option(min=1, help="A/B pairs of searches (with --ab)")] = 2,
+) -> None:
+    """What a search costs over the trials it runs, timed from the shell."""
+    ab_walls = ab_searches(ab, pairs, spec(frames, trials)) if ab else None
     with tempfile.TemporaryDirectory() as tmp:
         spec_file = Path(tmp) / "search_speed.json"
-        spec_file.write_text(json.dumps(spec(args.frames, args.trials)))
+        spec_file.write_text(json.dumps(spec(frames, trials)))
         search_wall = timed([SLM_LAB, "run", str(spec_file), NAME, "search"], tmp)
         [search_dir] = [p for p in (Path(tmp) / "data").iterdir() if p.is_dir()]
         trains = []
-        for i in range(args.trials):
+        for i in range(trials):
             trial_spec = json.loads(
                 (search_dir / f"{NAME}_t{i}" / f"{NAME}_t{i}_spec.json").read_text()
             )
@@ -134,8 +136,8 @@ def main() -> None:
     ideal = sum(train_walls) / CPUS
     paired = sum(pair_walls)
     result = {
-        "frames": args.frames,
-        "trials": args.trials,
+        "frames": frames,
+        "trials": trials,
         "search_wall_s": search_wall,
         "train_walls_s": train_walls,
         "sequential_s": sum(train_walls),
@@ -144,19 +146,19 @@ def main() -> None:
         "pair_walls_s": pair_walls,
         "two_at_a_time_s": paired,
         "overhead_vs_two_at_a_time": search_wall / paired - 1,
-        "ab_search_walls_s": ab,
+        "ab_search_walls_s": ab_walls,
     }
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2))
     print(
-        f"search {search_wall:.1f} s | {args.trials} trains one after another {sum(train_walls):.1f} s"
+        f"search {search_wall:.1f} s | {trials} trains one after another {sum(train_walls):.1f} s"
         f" | ideal (half of that) {ideal:.1f} s | overhead {100 * result['overhead']:+.1f}%"
     )
     print(
-        f"the {args.trials} trains two at a time {paired:.1f} s"
+        f"the {trials} trains two at a time {paired:.1f} s"
         f" | overhead {100 * result['overhead_vs_two_at_a_time']:+.1f}%"
     )
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)

@@ -1,7 +1,7 @@
 """What a user sees from the shell: whole processes of SLM Lab and Stable-Baselines3, timed.
 
-The in-process comparisons (bench/*_vs_sb3.py) time the training loop only. Here every number is
-a whole process started from this script (imports, start-up, training, final analysis, exit):
+The in-process comparisons (`bench/vs_sb3.py compare`) time the training loop only. Here every
+number is a whole process started from this script (imports, start-up, training, final analysis, exit):
 
 - `pairs`: RL Zoo PPO CartPole-v1 (1e5 frames) and DQN CartPole-v1 (5e4 frames); on request
   (`--only`, not run by default: they are long) PPO Hopper-v5 at the shipped `ppo_mujoco`
@@ -10,9 +10,10 @@ a whole process started from this script (imports, start-up, training, final ana
   A/B alternating in pairs (which library goes first alternates from pair to pair), the same
   seed within a pair.
   SLM Lab runs through its real CLI, `slm-lab run <spec file> <name> train --log-level WARNING`,
-  on a one-session spec file generated from the comparison scripts' `slm_lab_spec(frames, seed)`,
+  on a one-session spec file generated from bench/vs_sb3.py's record `slm_lab_spec(frames, seed)`,
   with a temporary folder as working directory (its data/ goes there); SB3 runs
-  bench/sb3_zoo.py, which builds the same env and model as those scripts' `run_sb3`. Per run: wall
+  `bench/vs_sb3.py sb3 <work>`, which builds the record's env and model and learns as a user's
+  script does (see that command's help). Per run: wall
   seconds, CPU seconds (user + system of the child and the descendants it waited for), the
   1-minute load average at launch, peak RSS, final return (SLM Lab: `total_reward` of the
   session CSV's last row and the trial's `total_reward_ma`; SB3: mean return of the last 100
@@ -29,9 +30,10 @@ a whole process started from this script (imports, start-up, training, final ana
   copy of ppo_cartpole; the difference is the framework's share above torch.
 
 Every child has one torch thread: OMP_NUM_THREADS=MKL_NUM_THREADS=1 here, and torch's own setting
-by SLM Lab (one thread per session unless the spec says otherwise) and by bench/sb3_zoo.py
-(torch.set_num_threads(1)). Both libraries run on this interpreter's torch. The SB3 process also
-imports Typer (for its command line), which SLM Lab's CLI does too; `cli` shows what that costs.
+by SLM Lab (one thread per session unless the spec says otherwise), by OMP_NUM_THREADS alone in
+the SB3 process, as in a user's shell. Both libraries run on this interpreter's torch. The SB3
+process also imports Typer (for its command line), which SLM Lab's CLI does too; `cli` shows what
+that costs.
 
 Peak RSS is the child's own ru_maxrss from os.wait4. Linux carries the launching process's peak
 RSS into its child's (across the exec), so this parent stays small (no torch, numpy or pandas)
@@ -59,21 +61,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from importlib.metadata import version
 from pathlib import Path
-from types import ModuleType
 from typing import Annotated, Any
 
-import dqn_cartpole_vs_sb3
-import ppo_cartpole_vs_sb3
-import ppo_hopper_vs_sb3
-import sac_hopper_vs_sb3
 import typer
+from vs_sb3 import COMPARISONS, Comparison
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 OUT_DIR = BENCH / "out"
 PYTHON = Path(sys.executable)  # not resolved: the venv's python, whose site-packages hold both libs
 SLM_LAB = PYTHON.parent / "slm-lab"  # the console script the venv installs next to its python
-SB3_SCRIPT = BENCH / "sb3_zoo.py"
+SB3_SCRIPT = BENCH / "vs_sb3.py"
 TYPER_REFERENCE = BENCH / "typer_hello.py"
 STARTUP_PROBE = BENCH / "startup_probe.py"
 PPO_CARTPOLE_SPEC = ROOT / "slm_lab" / "spec" / "benchmark" / "ppo" / "ppo_cartpole.json"
@@ -106,15 +104,19 @@ class Precision(StrEnum):
 @dataclass(frozen=True)
 class Work:
     title: str
-    comparison: ModuleType  # a bench/*_vs_sb3.py script: slm_lab_spec(frames, seed), run_sb3
+    comparison: str  # a bench/vs_sb3.py record: its slm_lab_spec and its SB3 model
     frames: int  # RL Zoo's n_timesteps
+
+    @property
+    def record(self) -> Comparison:
+        return COMPARISONS[self.comparison]
 
 
 WORKS = {
-    WorkName.ppo: Work("PPO CartPole-v1", ppo_cartpole_vs_sb3, 100_000),
-    WorkName.dqn: Work("DQN CartPole-v1", dqn_cartpole_vs_sb3, 50_000),
-    WorkName.ppo_hopper: Work("PPO Hopper-v5", ppo_hopper_vs_sb3, 98_304),
-    WorkName.sac_hopper: Work("SAC Hopper-v5", sac_hopper_vs_sb3, 50_000),
+    WorkName.ppo: Work("PPO CartPole-v1", "ppo_cartpole", 100_000),
+    WorkName.dqn: Work("DQN CartPole-v1", "dqn_cartpole", 50_000),
+    WorkName.ppo_hopper: Work("PPO Hopper-v5", "ppo_hopper", 98_304),
+    WorkName.sac_hopper: Work("SAC Hopper-v5", "sac_hopper", 50_000),
 }
 DEFAULT_WORKS = (WorkName.ppo, WorkName.dqn)  # the Hopper works only when asked: they are long
 
@@ -211,7 +213,7 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 # -- pairs -------------------------------------------------------------------------------------
 def slm_lab_spec(work: Work, frames: int, seed: int, precision: Precision) -> dict[str, Any]:
     """The comparison's spec, its nets at `precision` (SB3 has float32 only)."""
-    spec = work.comparison.slm_lab_spec(frames, seed)
+    spec = work.record.slm_lab_spec(frames, seed)
     if precision is not Precision.float32:  # the float32 spec stays as earlier reports have it
         spec["agent"]["net"]["precision"] = precision.value
     return spec
@@ -247,9 +249,9 @@ def run_slm_lab(work: Work, frames: int, seed: int, precision: Precision) -> dic
     }
 
 
-def run_sb3(work_name: WorkName, frames: int, seed: int) -> dict[str, Any]:
-    """bench/sb3_zoo.py <work> in a fresh process."""
-    cmd: list[str | Path] = [PYTHON, SB3_SCRIPT, work_name.value, "--frames", str(frames)]
+def run_sb3(work: Work, frames: int, seed: int) -> dict[str, Any]:
+    """`bench/vs_sb3.py sb3 <work>` in a fresh process."""
+    cmd: list[str | Path] = [PYTHON, SB3_SCRIPT, "sb3", work.comparison, "--frames", str(frames)]
     cmd += ["--seed", str(seed)]
     with tempfile.TemporaryDirectory(prefix="whole_process_sb3_") as tmp:
         proc = run_process(cmd, cwd=Path(tmp))
@@ -352,7 +354,7 @@ def pairs(
                 r = (
                     run_slm_lab(work, frames, pair_seed, precision)
                     if lib == "slm_lab"
-                    else run_sb3(work_name, frames, pair_seed)
+                    else run_sb3(work, frames, pair_seed)
                 )
                 r = {
                     "lib": lib,

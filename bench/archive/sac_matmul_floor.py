@@ -9,7 +9,7 @@ them into the step's floor two ways:
 - the actor's loss also makes the critics' weight gradients (Stable-Baselines3's SAC, which
   zeroes them before the critics' next step).
 Set against `bench/sac_train_step.py` (milliseconds per SLM Lab gradient step) and
-`bench/sac_hopper_vs_sb3.py` (both libraries' training loops), it says how much of a step is
+`bench/vs_sb3.py compare sac_hopper` (both libraries' training loops), it says how much of a step is
 matrix products, which no rewrite of the rest can make faster.
 
 usage: uv run --group bench python bench/sac_matmul_floor.py [--obs 11] [--act 3] [--reps 300]

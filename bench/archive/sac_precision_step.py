@@ -1,7 +1,7 @@
 """Milliseconds per SAC gradient step in SLM Lab, `agent.net.precision` float32 against
 bf16-mixed, interleaved in one process.
 
-Two sessions of sac_train_step.py's kind (sac_hopper_vs_sb3.py's spec: Hopper-v5, [256, 256]
+Two sessions of sac_train_step.py's kind (bench/vs_sb3.py's sac_hopper spec: Hopper-v5, [256, 256]
 nets, batch 256, `--training-iter` gradient steps a training call, the memory filled with
 `--fill` frames of random actions), one per precision, built side by side in one process on one
 torch thread; each round times `--calls` training calls of each and prints milliseconds per

@@ -1,0 +1,721 @@
+"""The floor of a training run: what no implementation can avoid, in three parts, against SLM
+Lab's and Stable-Baselines3's whole processes.
+
+For each work (a bench/vs_sb3.py record: the same settings for SLM Lab's spec and SB3's model),
+`run` measures, every process with one torch thread (OMP_NUM_THREADS=MKL_NUM_THREADS=1):
+
+- start-up: the whole process `python -c "import torch, gymnasium"` (and `import mujoco` for a
+  MuJoCo env): the interpreter and the imports any implementation pays;
+- env: the same Gymnasium vector env (sync, same-step autoreset, as SLM Lab builds it for one
+  process), stepped for the run's vector steps with actions drawn before the clock starts;
+- arithmetic: the same torch calls in the same shapes and counts on fixed tensors, no env, no
+  framework, denormals flushed: the acting forwards and every training forward, backward and
+  optimizer step (fused Adam, as SLM Lab builds it). Each count comes from the spec, as the
+  algorithm uses it (see `Plan` and the `plan_*` functions; `run` prints them);
+
+the floor is their sum (the env and arithmetic children time their work alone, so their own
+start-up is not counted twice). Every figure is given in CPU seconds (a process's own and its
+waited-for children's, from wait4; in a child, process_time) and in wall seconds: on a machine
+shared with other work the CPU seconds are the steadier of the two. Then SLM Lab's whole process (`slm-lab run <spec> train`, one
+session, --log-level WARNING, in a temporary folder) and SB3's (`bench/vs_sb3.py sb3 WORK`, a
+user's script), the three A/B/C interleaved (the order rotates each round), and the ratios of
+each whole process to the floor. `profile` runs one SLM Lab session in a child process with
+timers around the session's parts (start-up to built, env steps, acting, training, the rest of
+the agent's update, recording, checkpoints, the session's analysis) and prints them beside the
+floor's parts and the whole `slm-lab run` process. Raw numbers go to bench/out/floor_<work>.json.
+
+usage: uv run --group bench python bench/floor.py run ppo_cartpole [--frames-scale 0.2] [--rounds 2]
+       uv run --group bench python bench/floor.py profile dqn_cartpole [--frames-scale 0.4]
+       uv run --group bench python bench/floor.py plan sac_pendulum
+"""
+
+import json
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from vs_sb3 import COMPARISONS, OUT_DIR, ROOT
+from whole_process import (
+    PYTHON,
+    line_after,
+    monotonic,
+    run_process,
+    slm_lab_run_cmd,
+    write_report,
+    write_spec_file,
+)
+
+THIS = Path(__file__).resolve()
+MUJOCO_ENVS = ("Hopper-v5",)
+PARTS = ("startup", "env", "arithmetic")
+WORK_NAMES = ("ppo_cartpole", "dqn_cartpole", "sac_pendulum", "ppo_hopper")
+CLOCKS = ("cpu", "wall")  # CPU seconds first: steadier than the wall on a shared machine
+
+
+def now() -> tuple[float, float]:
+    """(CPU seconds of this process, wall seconds), to take differences of."""
+    return time.process_time(), time.perf_counter()
+
+
+def since(start: tuple[float, float]) -> dict[str, float]:
+    cpu, wall = now()
+    return {"cpu": cpu - start[0], "wall": wall - start[1]}
+
+
+# -- what the arithmetic does, derived from the spec -----------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """The floor's shapes and counts for one run of a spec."""
+
+    algo: str  # "ppo", "dqn" or "sac"
+    env_id: str
+    num_envs: int
+    vector_steps: int  # env steps of the vector env: ceil(frames / num_envs)
+    obs_dim: int
+    act_dim: int  # discrete: the number of actions; continuous: the action's size
+    discrete: bool
+    hid_layers: list[int]
+    activation: str  # "tanh" or "relu"
+    act_calls: int  # acting forwards (each on [num_envs, obs_dim])
+    train_calls: int  # training calls
+    train_steps: int  # gradient steps over all training calls
+    batch: int  # rows of a gradient step's minibatch
+    horizon: int = 0  # PPO: vector steps a training call's GAE runs back over
+    clip_grad: float | None = None
+    gamma: float = 0.99
+    derivation: str = ""  # how the counts follow from the spec, printed by `plan`
+
+
+def space_dims(env_id: str) -> tuple[int, int, bool]:
+    """(obs size, action count or size, discrete) of the env, read from Gymnasium."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    obs_dim = int(math.prod(env.observation_space.shape))
+    space = env.action_space
+    discrete = isinstance(space, gym.spaces.Discrete)
+    act_dim = int(space.n) if discrete else int(math.prod(space.shape))
+    env.close()
+    return obs_dim, act_dim, discrete
+
+
+def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    """The Plan's fields that every algorithm reads the same way from the spec and the env."""
+    obs_dim, act_dim, discrete = space_dims(spec["env"]["name"])
+    net = spec["agent"]["net"]
+    return {
+        "env_id": spec["env"]["name"],
+        "num_envs": spec["env"]["num_envs"],
+        "obs_dim": obs_dim,
+        "act_dim": act_dim,
+        "discrete": discrete,
+        "hid_layers": net["hid_layers"],
+        "activation": net["hid_layers_activation"],
+        "gamma": spec["agent"]["algorithm"]["gamma"],
+    }
+
+
+def plan_ppo(spec: dict[str, Any], frames: int) -> Plan:
+    a, net, n = spec["agent"]["algorithm"], spec["agent"]["net"], spec["env"]["num_envs"]
+    horizon, minibatch, epochs = a["time_horizon"], a["minibatch_size"], a["training_epoch"]
+    batch = horizon * n
+    calls = frames // batch
+    per_call = epochs * math.ceil(batch / minibatch)
+    return Plan(
+        algo="ppo",
+        vector_steps=math.ceil(frames / n),
+        **spec_fields(spec),
+        act_calls=math.ceil(frames / n),
+        train_calls=calls,
+        train_steps=calls * per_call,
+        batch=minibatch,
+        horizon=horizon,
+        clip_grad=net["clip_grad_val"],
+        derivation=(
+            f"acting: one actor and one critic forward per vector step, ceil({frames} / "
+            f"num_envs {n}); training: a call per time_horizon {horizon} x num_envs {n} = {batch} "
+            f"frames ({frames} // {batch} = {calls}, a partial batch untrained), each a critic "
+            f"forward for V(s_T), GAE back over {horizon} steps and training_epoch {epochs} x "
+            f"ceil({batch} / minibatch_size {minibatch}) = {per_call} minibatch steps (actor and "
+            "critic forward, backward, grad-norm clip, one fused Adam step)"
+        ),
+    )
+
+
+def linear_sum(start: float, end: float, start_step: float, end_step: float, frames: int) -> float:
+    """Sum over frames 0..frames-1 of 1 - epsilon(t), epsilon linear from start to end between
+    start_step and end_step, flat outside: the expected number of greedy (net-chosen) actions."""
+    total = 0.0
+    for t in range(frames):
+        frac = min(max((t - start_step) / max(end_step - start_step, 1), 0.0), 1.0)
+        total += 1.0 - (start + (end - start) * frac)
+    return total
+
+
+def plan_dqn(spec: dict[str, Any], frames: int) -> Plan:
+    a, net, mem = spec["agent"]["algorithm"], spec["agent"]["net"], spec["agent"]["memory"]
+    start, freq = a["training_start_step"], a["training_frequency"]
+    per_call = a["training_iter"] * a.get("training_batch_iter", 1)
+    calls = (frames - start) // freq + 1 if frames >= start else 0
+    e = a["explore_var_spec"]
+    greedy = round(linear_sum(e["start_val"], e["end_val"], e["start_step"], e["end_step"], frames))
+    return Plan(
+        algo="dqn",
+        vector_steps=frames,
+        **spec_fields(spec),
+        act_calls=greedy,
+        train_calls=calls,
+        train_steps=calls * per_call,
+        batch=mem["batch_size"],
+        clip_grad=net["clip_grad_val"],
+        derivation=(
+            f"acting: a Q forward for each greedy action only, the sum over {frames} frames of "
+            f"1 - epsilon (linear {e['start_val']} -> {e['end_val']} over frames "
+            f"{e['start_step']}..{e['end_step']:g}) = {greedy}; training: a call every "
+            f"training_frequency {freq} frames from training_start_step {start} "
+            f"({calls} calls), each training_iter x training_batch_iter = {per_call} gradient "
+            f"steps on batch_size {mem['batch_size']} (a replay gather, online and target "
+            "forwards, Huber loss, backward, grad-norm clip, fused Adam) and one target copy "
+            "(the net changes only inside a call)"
+        ),
+    )
+
+
+def plan_sac(spec: dict[str, Any], frames: int) -> Plan:
+    a, mem = spec["agent"]["algorithm"], spec["agent"]["memory"]
+    start = a["training_start_step"]
+    acting = max(frames - start, 0)
+    steps = acting // a["training_frequency"] * a["training_iter"]
+    return Plan(
+        algo="sac",
+        vector_steps=frames,
+        **spec_fields(spec),
+        act_calls=acting,
+        train_calls=steps,
+        train_steps=steps,
+        batch=mem["batch_size"],
+        derivation=(
+            f"acting: uniform random actions (no forward) for training_start_step {start} "
+            f"frames, then an actor forward and a squashed sample per frame ({acting}); "
+            f"training: training_iter {a['training_iter']} gradient step per "
+            f"training_frequency {a['training_frequency']} frame after the start ({steps}), each "
+            f"on batch_size {mem['batch_size']}: target actor and twin target critics under "
+            "no_grad, twin critics forward and backward with one fused Adam step, the actor "
+            "through the critics (backward to the actor's weights only) with its Adam step, the "
+            "temperature's loss and Adam step, one foreach polyak lerp"
+        ),
+    )
+
+
+PLANNERS = {"PPO": plan_ppo, "DQN": plan_dqn, "SoftActorCritic": plan_sac}
+
+
+def plan(work: str, frames: int) -> Plan:
+    spec = COMPARISONS[work].slm_lab_spec(frames, 0)
+    return PLANNERS[spec["agent"]["algorithm"]["name"]](spec, frames)
+
+
+# -- the parts, each in a child process ------------------------------------------------------
+def mlp(torch: Any, sizes: list[int], activation: str) -> Any:
+    act = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[activation]
+    layers: list[Any] = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(act())
+    return torch.nn.Sequential(*layers)
+
+
+class Step:
+    """A gradient step with nothing around the arithmetic: gradients set to None, backward
+    (to `inputs` only when given), the global gradient norm clipped with foreach calls, and
+    torch's fused Adam kernel called on the moment tensors directly (no Optimizer object: its
+    wrappers import torch._dynamo at the first call, seconds no run needs to pay)."""
+
+    def __init__(self, torch: Any, params: list[Any], lr: float, clip: float | None) -> None:
+        self.torch, self.params, self.lr, self.clip = torch, params, lr, clip
+        self.exp_avgs = [torch.zeros_like(w) for w in params]
+        self.exp_avg_sqs = [torch.zeros_like(w) for w in params]
+        self.steps = [torch.zeros(()) for _ in params]
+
+    def __call__(self, loss: Any, inputs: list[Any] | None = None) -> None:
+        torch = self.torch
+        for w in self.params:
+            w.grad = None
+        torch.autograd.backward(loss, inputs=inputs)
+        grads = [w.grad for w in self.params]
+        if self.clip is not None:
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+            torch._foreach_mul_(grads, torch.clamp(self.clip / (norm + 1e-6), max=1.0))
+        with torch.no_grad():
+            torch._foreach_add_(self.steps, 1)
+            torch._fused_adam_(
+                self.params,
+                grads,
+                self.exp_avgs,
+                self.exp_avg_sqs,
+                [],
+                self.steps,
+                amsgrad=False,
+                lr=self.lr,
+                beta1=0.9,
+                beta2=0.999,
+                weight_decay=0.0,
+                eps=1e-8,
+                maximize=False,
+            )
+
+
+def arithmetic_ppo(torch: Any, p: Plan) -> dict[str, float]:
+    out = p.act_dim if p.discrete else 2 * p.act_dim  # logits, or mean and log-std
+    actor = mlp(torch, [p.obs_dim, *p.hid_layers, out], p.activation)
+    critic = mlp(torch, [p.obs_dim, *p.hid_layers, 1], p.activation)
+    step = Step(torch, [*actor.parameters(), *critic.parameters()], 3e-4, p.clip_grad)
+    obs = torch.randn(p.num_envs, p.obs_dim)
+    start = now()
+    for _ in range(p.act_calls):
+        with torch.inference_mode():
+            head = actor(obs)
+            critic(obs)
+            if p.discrete:
+                torch.multinomial(torch.softmax(head, -1), 1)
+            else:
+                mean, log_std = head.chunk(2, -1)
+                mean + log_std.exp() * torch.randn_like(mean)
+    acting = since(start)
+    batch_obs = torch.randn(p.batch, p.obs_dim)
+    actions = (
+        torch.randint(p.act_dim, (p.batch,)) if p.discrete else torch.randn(p.batch, p.act_dim)
+    )
+    old_logp, advs, v_targets = torch.randn(p.batch), torch.randn(p.batch), torch.randn(p.batch)
+    rewards, values = torch.randn(p.horizon, p.num_envs), torch.randn(p.horizon + 1, p.num_envs)
+    not_dones = torch.ones(p.horizon, p.num_envs)
+    steps_per_call = p.train_steps // max(p.train_calls, 1)
+    for _ in range(p.train_calls):
+        with torch.no_grad():
+            critic(obs)  # V(s_T)
+            gae = torch.zeros(p.num_envs)
+            for t in reversed(range(p.horizon)):
+                delta = rewards[t] + p.gamma * values[t + 1] * not_dones[t] - values[t]
+                gae = delta + p.gamma * 0.95 * not_dones[t] * gae
+        for _ in range(steps_per_call):
+            head = actor(batch_obs)
+            if p.discrete:
+                log_probs = torch.log_softmax(head, -1)
+                logp = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+                entropy = -(log_probs.exp() * log_probs).sum(-1)
+            else:
+                mean, log_std = head.chunk(2, -1)
+                z = (actions - mean) / log_std.exp()
+                logp = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+                entropy = (log_std + 0.5 + 0.5 * math.log(2 * math.pi)).sum(-1)
+            ratios = (logp - old_logp).exp()
+            norm_advs = (advs - advs.mean()) / (advs.std() + 1e-8)
+            policy_loss = -torch.min(ratios * norm_advs, ratios.clamp(0.8, 1.2) * norm_advs).mean()
+            value_loss = torch.nn.functional.mse_loss(critic(batch_obs).squeeze(-1), v_targets)
+            step(policy_loss + 0.5 * value_loss - 0.01 * entropy.mean())
+    return acting
+
+
+def replay(torch: Any, p: Plan) -> dict[str, Any]:
+    """Fixed replay arrays of the run's size, to gather minibatches from."""
+    n = max(p.vector_steps, p.batch)
+    actions = torch.randint(p.act_dim, (n,)) if p.discrete else torch.rand(n, p.act_dim) * 2 - 1
+    return {
+        "obs": torch.randn(n, p.obs_dim),
+        "next_obs": torch.randn(n, p.obs_dim),
+        "actions": actions,
+        "rewards": torch.randn(n),
+        "dones": torch.zeros(n),
+    }
+
+
+def arithmetic_dqn(torch: Any, p: Plan) -> dict[str, float]:
+    net = mlp(torch, [p.obs_dim, *p.hid_layers, p.act_dim], p.activation)
+    target = mlp(torch, [p.obs_dim, *p.hid_layers, p.act_dim], p.activation)
+    step = Step(torch, list(net.parameters()), 1e-3, p.clip_grad)
+    obs = torch.randn(p.num_envs, p.obs_dim)
+    start = now()
+    for _ in range(p.act_calls):
+        with torch.inference_mode():
+            net(obs).argmax(-1)
+    acting = since(start)
+    mem = replay(torch, p)
+    n = len(mem["rewards"])
+    steps_per_call = p.train_steps // max(p.train_calls, 1)
+    for _ in range(p.train_calls):
+        with torch.no_grad():
+            torch._foreach_copy_(list(target.parameters()), list(net.parameters()))
+        for _ in range(steps_per_call):
+            idx = torch.randint(n, (p.batch,))
+            s, s2, a, r, d = (
+                mem[k][idx] for k in ("obs", "next_obs", "actions", "rewards", "dones")
+            )
+            with torch.no_grad():
+                q_targets = r + p.gamma * (1 - d) * target(s2).max(-1).values
+            q = net(s).gather(-1, a.unsqueeze(-1)).squeeze(-1)
+            step(torch.nn.functional.smooth_l1_loss(q, q_targets))
+    return acting
+
+
+def squashed(torch: Any, actor: Any, obs: Any) -> tuple[Any, Any]:
+    """A tanh-squashed Gaussian sample of the actor's policy and its log-probability."""
+    mean, log_std = actor(obs).chunk(2, -1)
+    std = log_std.clamp(-20, 2).exp()
+    u = mean + std * torch.randn_like(mean)
+    z = (u - mean) / std
+    logp = (-0.5 * z.square() - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+    logp = logp - (2 * (math.log(2) - u - torch.nn.functional.softplus(-2 * u))).sum(-1)
+    return torch.tanh(u), logp
+
+
+def arithmetic_sac(torch: Any, p: Plan) -> dict[str, float]:
+    actor = mlp(torch, [p.obs_dim, *p.hid_layers, 2 * p.act_dim], p.activation)
+    critic_sizes = [p.obs_dim + p.act_dim, *p.hid_layers, 1]
+    critics = [mlp(torch, critic_sizes, p.activation) for _ in range(2)]
+    targets = [mlp(torch, critic_sizes, p.activation) for _ in range(2)]
+    critic_params = [w for c in critics for w in c.parameters()]
+    target_params = [w for c in targets for w in c.parameters()]
+    actor_params = list(actor.parameters())
+    log_alpha = torch.zeros(1, requires_grad=True)
+    actor_step = Step(torch, actor_params, 1e-3, None)
+    critic_step = Step(torch, critic_params, 1e-3, None)
+    alpha_step = Step(torch, [log_alpha], 1e-3, None)
+    target_entropy = -p.act_dim
+    obs = torch.randn(p.num_envs, p.obs_dim)
+    start = now()
+    for _ in range(p.act_calls):
+        with torch.inference_mode():
+            squashed(torch, actor, obs)
+    acting = since(start)
+    mem = replay(torch, p)
+    n = len(mem["rewards"])
+    for _ in range(p.train_steps):
+        idx = torch.randint(n, (p.batch,))
+        s, s2, a, r, d = (mem[k][idx] for k in ("obs", "next_obs", "actions", "rewards", "dones"))
+        alpha = log_alpha.detach().exp()
+        with torch.no_grad():
+            a2, logp2 = squashed(torch, actor, s2)
+            sa2 = torch.cat([s2, a2], -1)
+            q2 = torch.min(targets[0](sa2), targets[1](sa2)).squeeze(-1) - alpha * logp2
+            q_targets = r + p.gamma * (1 - d) * q2
+        sa = torch.cat([s, a], -1)
+        critic_loss = sum(
+            torch.nn.functional.mse_loss(c(sa).squeeze(-1), q_targets) for c in critics
+        )
+        critic_step(critic_loss)
+        a_new, logp = squashed(torch, actor, s)
+        sa_new = torch.cat([s, a_new], -1)
+        q_new = torch.min(critics[0](sa_new), critics[1](sa_new)).squeeze(-1)
+        actor_loss = (alpha * logp - q_new).mean()
+        actor_step(actor_loss, inputs=actor_params)
+        alpha_loss = -(log_alpha * (logp.detach() + target_entropy)).mean()
+        alpha_step(alpha_loss)
+        with torch.no_grad():
+            torch._foreach_lerp_(target_params, critic_params, 0.005)
+    return acting
+
+
+# each runs the plan's torch calls and returns the seconds its acting forwards took
+ARITHMETIC: dict[str, Callable[[Any, Plan], dict[str, float]]] = {
+    "ppo": arithmetic_ppo,
+    "dqn": arithmetic_dqn,
+    "sac": arithmetic_sac,
+}
+
+
+def child_env(p: Plan) -> dict[str, float]:
+    """Seconds to step the vector env for the plan's vector steps, actions drawn in advance."""
+    import gymnasium as gym
+    import numpy as np
+
+    vec = gym.make_vec(
+        p.env_id,
+        num_envs=p.num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
+    rng = np.random.default_rng(0)
+    space = vec.single_action_space
+    if p.discrete:
+        actions = rng.integers(p.act_dim, size=(p.vector_steps, p.num_envs))
+    else:
+        shape = (p.vector_steps, p.num_envs, p.act_dim)
+        actions = rng.uniform(space.low, space.high, size=shape).astype(space.dtype)
+    vec.reset(seed=0)
+    start = now()
+    for a in actions:
+        vec.step(a)
+    seconds = since(start)
+    vec.close()
+    return seconds
+
+
+def child_arithmetic(p: Plan) -> dict[str, float]:
+    """Seconds of the plan's torch calls on fixed tensors (and of its acting forwards alone),
+    one thread, denormals flushed."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.set_flush_denormal(True)
+    torch.manual_seed(0)
+    start = now()
+    acting = ARITHMETIC[p.algo](torch, p)
+    return since(start) | {f"acting_{clock}": acting[clock] for clock in CLOCKS}
+
+
+# -- the profile's child: one SLM Lab session with timers around its parts -------------------
+def timed(
+    totals: dict[str, dict[str, float]], key: str, fn: Callable[..., Any]
+) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = now()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for clock, seconds in since(start).items():
+                totals[key][clock] += seconds
+
+    return wrapper
+
+
+def child_profile(work: str, frames: int, launched_at: float) -> dict[str, float]:
+    """Seconds of one SLM Lab session's parts, in this process as a `train` session runs it."""
+    import torch
+
+    from slm_lab.experiment.layout import RunLayout
+    from slm_lab.experiment.task import SessionTask
+    from slm_lab.experiment.session import Session
+    from slm_lab.lib import logger as log_setup
+    from slm_lab.spec import spec_util
+
+    imported_cpu, imported_wall = time.process_time(), monotonic()
+    torch.set_num_threads(1)
+    log_setup.setup("WARNING")
+    spec = COMPARISONS[work].slm_lab_spec(frames, 0)
+    config = spec_util.validate(spec, spec["name"]).with_values({"meta.num_threads": 1})
+    keys = ("env", "acting", "update", "training", "recording", "checkpoints", "evaluation")
+    extra = ("checkpoints_best", "analysis", "close", "build", "run")
+    totals = {k: dict.fromkeys(CLOCKS, 0.0) for k in keys + extra}
+    with tempfile.TemporaryDirectory(prefix="floor_profile_") as tmp:
+        RunLayout(Path(tmp), config.name).make()
+        start = now()
+        session = Session(SessionTask(config, Path(tmp), trial=0, session=0))
+        totals["build"] = since(start)
+        agent, env, algorithm = session.agent, session.env, session.agent.algorithm
+        env.step = timed(totals, "env", env.step)
+        agent.act = timed(totals, "acting", agent.act)
+        agent.update = timed(totals, "update", agent.update)
+        algorithm.train = timed(totals, "training", algorithm.train)
+        session.add_row = timed(totals, "recording", session.add_row)
+        session.save = timed(totals, "checkpoints", session.save)
+        keep_best = session.checkpointer.keep_best
+        session.checkpointer.keep_best = timed(totals, "checkpoints_best", keep_best)
+        if session.evaluation is not None:
+            session.evaluation.run = timed(totals, "evaluation", session.evaluation.run)
+        session.finish = timed(totals, "analysis", session.finish)
+        session.close = timed(totals, "close", session.close)
+        start = now()
+        session.run()
+        totals["run"] = since(start)
+    parts = {"startup": {"cpu": imported_cpu, "wall": imported_wall - launched_at}}
+    parts["build"] = totals["build"]
+    for clock in CLOCKS:
+        totals["update"][clock] -= totals["training"][clock]  # memory adds and schedules
+        totals["recording"][clock] -= totals["checkpoints_best"][clock]  # add_row keeps the best
+        totals["checkpoints"][clock] += totals["checkpoints_best"][clock]
+    parts |= {k: totals[k] for k in keys}
+    loop = {c: totals["run"][c] - totals["analysis"][c] - totals["close"][c] for c in CLOCKS}
+    parts["loop_other"] = {c: loop[c] - sum(totals[k][c] for k in keys) for c in CLOCKS}
+    parts["analysis"] = {c: totals["analysis"][c] + totals["close"][c] for c in CLOCKS}
+    end = {"cpu": time.process_time(), "wall": monotonic() - launched_at}
+    return {"parts": parts, "end": end, "frames": frames}
+
+
+# -- the parent ------------------------------------------------------------------------------
+def child_cmd(command: str, work: str, frames: int, *extra: str) -> list[str | Path]:
+    return [PYTHON, THIS, command, work, "--frames", str(frames), *extra]
+
+
+def seconds(proc: Any) -> dict[str, float]:
+    """A finished process's CPU seconds (its own and its waited-for children's) and wall."""
+    return {"cpu": proc.cpu_s, "wall": proc.wall_s}
+
+
+def run_child(command: str, work: str, frames: int, *extra: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="floor_") as tmp:
+        proc = run_process(child_cmd(command, work, frames, *extra), cwd=Path(tmp))
+    return json.loads(line_after(proc.stdout, "result:")) | {"process": seconds(proc)}
+
+
+def startup_s(p: Plan) -> dict[str, float]:
+    imports = "import torch, gymnasium" + (", mujoco" if p.env_id in MUJOCO_ENVS else "")
+    with tempfile.TemporaryDirectory(prefix="floor_startup_") as tmp:
+        return seconds(run_process([PYTHON, "-c", imports], cwd=Path(tmp)))
+
+
+def slm_lab_s(work: str, frames: int, seed: int) -> dict[str, float]:
+    spec = COMPARISONS[work].slm_lab_spec(frames, seed)
+    spec["meta"] |= {"max_session": 1, "random_seed": seed}
+    with tempfile.TemporaryDirectory(prefix="floor_slm_lab_") as tmp:
+        spec_path, name = write_spec_file(spec, Path(tmp))
+        return seconds(run_process(slm_lab_run_cmd(spec_path, name, "train"), cwd=Path(tmp)))
+
+
+def sb3_s(work: str, frames: int, seed: int) -> dict[str, float]:
+    cmd: list[str | Path] = [PYTHON, ROOT / "bench" / "vs_sb3.py", "sb3", work]
+    cmd += ["--frames", str(frames), "--seed", str(seed)]
+    with tempfile.TemporaryDirectory(prefix="floor_sb3_") as tmp:
+        return seconds(run_process(cmd, cwd=Path(tmp)))
+
+
+def floor_parts(work: str, p: Plan, frames: int) -> dict[str, dict[str, float]]:
+    """Each part's CPU and wall seconds, their sum, and the acting forwards' share."""
+    parts = {"startup": startup_s(p), "env": run_child("child-env", work, frames)}
+    arithmetic = run_child("child-arithmetic", work, frames)
+    parts["arithmetic"] = {c: arithmetic[c] for c in CLOCKS}
+    parts["sum"] = {c: sum(parts[k][c] for k in PARTS) for c in CLOCKS}
+    parts["of_which_acting"] = {c: arithmetic[f"acting_{c}"] for c in CLOCKS}
+    return parts
+
+
+def both(x: dict[str, float]) -> str:
+    return f"{x['cpu']:.2f} cpu / {x['wall']:.2f} wall s"
+
+
+def frames_of(work: str, scale: float) -> int:
+    return max(1, round(COMPARISONS[work].default_frames * scale))
+
+
+app = typer.Typer(
+    help="Each work against its floor (start-up + env + arithmetic) and SLM Lab's and SB3's whole processes.",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+FloorWork = StrEnum("FloorWork", {name: name for name in WORK_NAMES})
+Work = Annotated[FloorWork, typer.Argument(help="a bench/vs_sb3.py record")]
+Scale = Annotated[float, typer.Option(min=0, help="times the work's default frames")]
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.2f}"
+
+
+@app.command("plan")
+def show_plan(work: Work, frames_scale: Scale = 1.0) -> None:
+    """The floor's shapes and counts for WORK, and how they follow from its spec."""
+    p = plan(work, frames_of(work, frames_scale))
+    for key, value in asdict(p).items():
+        typer.echo(f"{key}: {value}")
+
+
+@app.command()
+def run(
+    work: Work,
+    frames_scale: Scale = 1.0,
+    rounds: Annotated[int, typer.Option(min=1, help="A/B/C rounds")] = 2,
+    seed: Annotated[int, typer.Option(help="seed of SLM Lab and SB3; round i uses seed + i")] = 0,
+) -> None:
+    """The floor's parts and sum, SLM Lab's and SB3's whole processes, interleaved."""
+    frames = frames_of(work, frames_scale)
+    p = plan(work, frames)
+    typer.echo(f"{work}: {frames} frames | {p.derivation} | {load()}")
+    sides = ("floor", "slm_lab", "sb3")
+    runs: list[dict[str, Any]] = []
+    for i in range(rounds):
+        for side in sides[i % 3 :] + sides[: i % 3]:
+            at = load()
+            if side == "floor":
+                r = floor_parts(work, p, frames)
+                line = " | ".join(f"{k} {both(v)}" for k, v in r.items())
+            else:
+                fn = slm_lab_s if side == "slm_lab" else sb3_s
+                r = {"whole": fn(work, frames, seed + i)}
+                line = f"whole process {both(r['whole'])}"
+            runs.append({"side": side, "round": i, "load_at_launch": at, **r})
+            typer.echo(f"[round {i + 1} {side:<7}] {line} | {at}")
+    summary: dict[str, Any] = {}
+    for clock in CLOCKS:
+
+        def med(side: str, key: str, clock: str = clock) -> float:
+            return statistics.median(r[key][clock] for r in runs if r["side"] == side)
+
+        parts = {k: med("floor", k) for k in PARTS}
+        floor = sum(parts.values())
+        whole = {s: med(s, "whole") for s in sides[1:]}
+        summary[clock] = {"parts": parts, "floor": floor, "whole": whole}
+        typer.echo(
+            f"== {work}, {frames} frames, {clock} seconds, medians of {rounds}: "
+            + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+            + f" = floor {floor:.2f} | slm_lab {whole['slm_lab']:.2f} "
+            f"({whole['slm_lab'] / floor:.2f}x floor) | sb3 {whole['sb3']:.2f} "
+            f"({whole['sb3'] / floor:.2f}x floor)"
+        )
+    typer.echo(load())
+    write_report(
+        OUT_DIR / f"floor_{work}.json",
+        {"work": work, "frames": frames, "plan": asdict(p), "runs": runs, "summary": summary},
+    )
+
+
+@app.command()
+def profile(work: Work, frames_scale: Scale = 1.0) -> None:
+    """Where one SLM Lab session's seconds go, beside the floor's parts and the whole process."""
+    frames = frames_of(work, frames_scale)
+    p = plan(work, frames)
+    at = load()
+    floor = floor_parts(work, p, frames)
+    whole = slm_lab_s(work, frames, 0)
+    prof = run_child("child-profile", work, frames, "--launched-at", str(monotonic()))
+    parts = prof["parts"]
+    parts["exit"] = {c: prof["process"][c] - prof["end"][c] for c in CLOCKS}
+    beside = {"startup": floor["startup"], "env": floor["env"], "acting": floor["of_which_acting"]}
+    beside["training"] = {c: floor["arithmetic"][c] - floor["of_which_acting"][c] for c in CLOCKS}
+    typer.echo(f"{work}, {frames} frames | {at} at the start, {load()} at the end")
+    typer.echo(" | ".join(f"floor {k} {both(v)}" for k, v in floor.items()))
+    typer.echo("one SLM Lab session in one process: part, cpu s (floor's), wall s (floor's)")
+    for name, value in [*parts.items(), ("whole child", prof["process"]), ("slm-lab run", whole)]:
+        row = f"  {name:<12}"
+        for clock in CLOCKS:
+            floor_part = f"({beside[name][clock]:.2f})" if name in beside else ""
+            row += f" {value[clock]:8.2f} {floor_part:>8}"
+        typer.echo(row)
+    write_report(
+        OUT_DIR / f"floor_profile_{work}.json",
+        {"work": work, "frames": frames, "floor_parts": floor, "slm_lab_whole": whole}
+        | {"profile": prof, "load_start": at, "load_end": load()},
+    )
+
+
+Frames = Annotated[int, typer.Option()]
+
+
+@app.command("child-env", hidden=True)
+def child_env_command(work: str, frames: Frames) -> None:
+    typer.echo(f"result: {json.dumps(child_env(plan(work, frames)))}")
+
+
+@app.command("child-arithmetic", hidden=True)
+def child_arithmetic_command(work: str, frames: Frames) -> None:
+    typer.echo(f"result: {json.dumps(child_arithmetic(plan(work, frames)))}")
+
+
+@app.command("child-profile", hidden=True)
+def child_profile_command(
+    work: str, frames: Frames, launched_at: Annotated[float, typer.Option()]
+) -> None:
+    typer.echo(f"result: {json.dumps(child_profile(work, frames, launched_at))}")
+
+
+if __name__ == "__main__":
+    app()

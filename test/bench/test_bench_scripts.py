@@ -1,0 +1,162 @@
+"""Smoke tests of bench/: every script (bench/archive/ aside) imports, shows its help, and names
+only slm_lab modules and attributes that exist, so a library refactor cannot silently break one.
+
+In-process and without Stable-Baselines3: the `bench` dependency group is blocked here whether
+or not it is installed, so a script that needs SB3 at import (instead of where a run uses it)
+fails on every machine alike.
+"""
+
+import ast
+import dataclasses
+import importlib
+import importlib.util
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from slm_lab.spec import spec_util
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+SCRIPTS = sorted(BENCH.glob("*.py"))
+SHELL_SCRIPTS = sorted(BENCH.glob("*.sh"))
+BENCH_GROUP = ("stable_baselines3", "sb3_contrib")  # pyproject.toml's `bench` dependency group
+
+
+@pytest.fixture
+def bench_import(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """Import a bench script as `python bench/<script>.py` would see its siblings (bench/ on the
+    path), with the bench group unimportable; bench's own modules are dropped afterwards."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    for name in BENCH_GROUP:
+        monkeypatch.setitem(sys.modules, name, None)  # `import stable_baselines3` raises
+
+    def load(path: Path) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    yield load
+    for name, module in list(sys.modules.items()):
+        if Path(getattr(module, "__file__", None) or "/").parent == BENCH:
+            del sys.modules[name]
+
+
+def command_line(module: ModuleType) -> typer.Typer:
+    """The script's command line: its Typer `app`, or the `main` it hands to typer.run."""
+    if isinstance(getattr(module, "app", None), typer.Typer):
+        return module.app
+    assert callable(getattr(module, "main", None)), "no Typer `app` and no `main` for typer.run"
+    app = typer.Typer(add_completion=False)
+    app.command()(module.main)
+    return app
+
+
+def subcommands(app: typer.Typer) -> list[list[str]]:
+    """[] for the app itself, then [name] for each registered command of a multi-command app."""
+    infos = app.registered_commands
+    if len(infos) <= 1:
+        return [[]]
+    return [[]] + [[info.name or info.callback.__name__.replace("_", "-")] for info in infos]
+
+
+def test_bench_has_scripts() -> None:
+    assert {p.name for p in SCRIPTS} >= {"vs_sb3.py", "whole_process.py", "floor.py", "ab.py"}
+    assert not (BENCH / "ab_cli.py").exists()  # merged into ab.py
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_script_imports_and_shows_help(bench_import: object, path: Path) -> None:
+    module = bench_import(path)
+    app = command_line(module)
+    runner = CliRunner()
+    for args in subcommands(app):
+        result = runner.invoke(app, [*args, "--help"])
+        assert result.exit_code == 0, f"{path.name} {' '.join(args)} --help: {result.output}"
+        assert "Usage" in result.output
+
+
+def slm_lab_imports(path: Path) -> Iterator[tuple[str, str | None]]:
+    """(module, name) of every `from slm_lab... import name` and (module, None) of every
+    `import slm_lab...` in the file, inside functions too (the scripts import lazily)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("slm_lab"):
+            for alias in node.names:
+                yield node.module, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("slm_lab"):
+                    yield alias.name, None
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_slm_lab_names_exist(path: Path) -> None:
+    for module_name, name in slm_lab_imports(path):
+        module = importlib.import_module(module_name)
+        if name is not None:
+            submodule = hasattr(module, "__path__") and importlib.util.find_spec(
+                f"{module_name}.{name}"
+            )
+            assert hasattr(module, name) or submodule, f"{path.name}: no {module_name}.{name}"
+
+
+def test_comparison_specs_validate(bench_import: object) -> None:
+    """Every vs_sb3 record's SLM Lab spec (built in code) passes the spec schema."""
+    vs_sb3 = bench_import(BENCH / "vs_sb3.py")
+    assert set(vs_sb3.COMPARISONS) == {
+        "ppo_cartpole",
+        "dqn_cartpole",
+        "sac_pendulum",
+        "sac_hopper",
+        "crossq_hopper",
+        "ppo_hopper",
+    }
+    for work, cmp in vs_sb3.COMPARISONS.items():
+        spec = cmp.slm_lab_spec(cmp.default_frames, 0)
+        config = spec_util.validate(spec, spec["name"])
+        assert config.env.max_frame == cmp.default_frames, work
+
+
+@pytest.mark.parametrize("path", SHELL_SCRIPTS, ids=[p.name for p in SHELL_SCRIPTS])
+def test_shell_script_parses(path: Path) -> None:
+    proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+# (work, frames) -> the floor's counts, by hand from the spec: PPO trains every 32 x 8 = 256
+# frames, 20 epochs of one 256-row minibatch, and acts once per 8-env step; DQN trains every 256
+# frames from frame 1024, 128 gradient steps a call (SLM Lab's measured 24576 at 5e4); SAC acts
+# and steps once per frame after the first 100 (SB3's measured 19900 at 2e4).
+FLOOR_COUNTS = {
+    ("ppo_cartpole", 100_000): {"act_calls": 12_500, "train_calls": 390, "train_steps": 7_800},
+    ("dqn_cartpole", 50_000): {"train_calls": 192, "train_steps": 24_576, "batch": 64},
+    ("sac_pendulum", 20_000): {"act_calls": 19_900, "train_steps": 19_900, "batch": 256},
+}
+
+
+@pytest.mark.parametrize(("work", "frames"), list(FLOOR_COUNTS), ids=[w for w, _ in FLOOR_COUNTS])
+def test_floor_counts_follow_the_spec(bench_import: object, work: str, frames: int) -> None:
+    floor = bench_import(BENCH / "floor.py")
+    plan = floor.plan(work, frames)
+    assert {k: getattr(plan, k) for k in FLOOR_COUNTS[work, frames]} == FLOOR_COUNTS[work, frames]
+
+
+def test_floor_dqn_greedy_actions(bench_import: object) -> None:
+    """Epsilon 1 -> 0 over frames 0..10: greedy actions 0 + 0.1 + ... + 0.9, then 1 a frame."""
+    floor = bench_import(BENCH / "floor.py")
+    assert floor.linear_sum(1.0, 0.0, 0, 10, 20) == pytest.approx(4.5 + 10)
+
+
+@pytest.mark.parametrize("work", ["ppo_cartpole", "dqn_cartpole", "sac_pendulum"])
+def test_floor_arithmetic_runs(bench_import: object, work: str) -> None:
+    """A few of each work's torch calls, so a floor that no longer runs fails here."""
+    floor = bench_import(BENCH / "floor.py")
+    plan = dataclasses.replace(floor.plan(work, 300), act_calls=2, train_calls=1, train_steps=2)
+    floor.ARITHMETIC[plan.algo](torch, plan)
