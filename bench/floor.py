@@ -492,8 +492,8 @@ def child_profile(work: str, frames: int, launched_at: float) -> dict[str, float
     import torch
 
     from slm_lab.experiment.layout import RunLayout
-    from slm_lab.experiment.task import SessionTask
     from slm_lab.experiment.session import Session
+    from slm_lab.experiment.task import SessionTask
     from slm_lab.lib import logger as log_setup
     from slm_lab.spec import spec_util
 

@@ -188,8 +188,8 @@ def run_session(
     torch = pin_torch_threads()
 
     from slm_lab.experiment.layout import RunLayout
-    from slm_lab.experiment.task import SessionTask
     from slm_lab.experiment.session import Session
+    from slm_lab.experiment.task import SessionTask
     from slm_lab.lib import logger as log_setup
     from slm_lab.spec import spec_util
 
