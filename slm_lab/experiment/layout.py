@@ -25,7 +25,7 @@ from slm_lab.lib import io
 SUBDIRS = ("info", "graph", "log", "model")
 EVAL_SUFFIX = "_eval"  # the evaluation's metrics and graphs: the training ones' names + this
 SPEC_SUFFIX = "_spec.json"
-SEARCH_STATE_DIR = "tune"  # what makes a folder a search folder: Tune's experiment state
+SEARCH_STATE_DIR = "tune"  # what makes a folder a search folder: Tune's folder (never read back)
 EXPERIMENT_DF = "experiment_df.csv"  # a search's table of trials, written when it finishes
 # the rows of the trials that had ended when a search was stopped (Ctrl-C); it resumes
 PARTIAL_EXPERIMENT_DF = "experiment_df_so_far.csv"
@@ -185,7 +185,9 @@ class RunLayout:
 
     @property
     def search_state(self) -> Path:
-        """Tune's experiment state: what `search@<folder>` resumes."""
+        """Tune's own folder (its experiment state and pickles): it marks a search folder, and
+        is never read back; `search@<folder>` resumes from the trials' plain files and clears
+        it for a new Tuner."""
         return self.root / SEARCH_STATE_DIR
 
     @property
