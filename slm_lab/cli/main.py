@@ -323,12 +323,20 @@ def run(
     if upload_hf:
         _check_upload(base)
 
-    if base == "search":
-        _search(spec, info, root, log_level, upload_hf, keep)
-    elif base == "enjoy":
-        _enjoy(spec, info, root, episodes, render, session, record_video)
-    else:
-        _train(spec, info, root, mode, max_frame, render, log_level, upload_hf, drop_state)
+    try:
+        if base == "search":
+            _search(spec, info, root, log_level, upload_hf, keep)
+        elif base == "enjoy":
+            _enjoy(spec, info, root, episodes, render, session, record_video)
+        else:
+            _train(spec, info, root, mode, max_frame, render, log_level, upload_hf, drop_state)
+    except OSError as e:  # the CLI's own writes (a run's record, the trial's files); sessions
+        if not io.is_disk_full(e):  # say theirs in their failure line
+            raise
+        _fail(
+            f"the disk is full: no space left to write {e.filename}; free some space, then run again",
+            1,
+        )
 
 
 def _check_continue(

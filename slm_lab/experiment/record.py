@@ -4,6 +4,7 @@ search read runs back from here (torch-free)."""
 
 import platform
 import secrets
+import shutil
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from importlib.metadata import version
@@ -61,9 +62,13 @@ def new_run(spec: Spec, info: RunInfo) -> RunLayout:
     """A new run folder (a search folder in search mode: its trials have the run folders) with
     its record."""
     layout = RunLayout(new_root(spec.name), spec.name)
-    layout.make(("log",) if info.mode == "search" else None)
-    info = replace(info, git_sha=io.git_sha(), versions=versions(), command=sys.argv)
-    write(layout, spec, info, trial=None if info.mode == "search" else 0)
+    try:
+        layout.make(("log",) if info.mode == "search" else None)
+        info = replace(info, git_sha=io.git_sha(), versions=versions(), command=sys.argv)
+        write(layout, spec, info, trial=None if info.mode == "search" else 0)
+    except OSError:  # e.g. a full disk: no half-made run folder left behind
+        shutil.rmtree(layout.root, ignore_errors=True)
+        raise
     return layout
 
 

@@ -7,7 +7,6 @@ checkpointer writes the latest and best checkpoint files. The session is assembl
 parts and the env backend the registry picks; it only runs the loop.
 """
 
-import errno
 import math
 import resource
 from collections.abc import Callable
@@ -30,8 +29,6 @@ from slm_lab.experiment.task import SessionTask
 from slm_lab.lib import io
 from slm_lab.lib import logger as log_setup
 from slm_lab.lib.logger import logger
-
-DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # no space left; the disk quota reached
 
 
 class Session:
@@ -246,7 +243,7 @@ class SessionFailed(Exception):
 
 def failure_line(e: Exception, task: SessionTask) -> str:
     """A session's error on one line; a full disk says so, where, and how to go on."""
-    if not (isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS):
+    if not io.is_disk_full(e):
         return log_setup.last_line(e)
     search = is_search_dir(task.root.parent)  # a search trial's folder is in its search's
     again = f"search@{task.root.parent}" if search else f"train@{task.root}"

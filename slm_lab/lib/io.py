@@ -7,6 +7,7 @@ replacing rename. The temp file is made 0600; it takes the mode any new file get
 umask) before it replaces the target.
 """
 
+import errno
 import functools
 import json
 import math
@@ -36,6 +37,13 @@ def umask() -> int:
     mask = os.umask(0o077)
     os.umask(mask)
     return mask
+
+
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # no space left; the disk quota reached
+
+
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS
 
 
 def atomic_write(path: Path, write: Any) -> None:

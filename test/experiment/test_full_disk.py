@@ -109,3 +109,24 @@ def test_a_log_file_on_a_full_disk_drops_its_lines_without_a_traceback(
     log_setup.remove(sink)
     out, err = capfd.readouterr()
     assert "Logging error" not in out + err and "Traceback" not in out + err
+
+
+@pytest.mark.cli
+def test_a_full_disk_as_a_run_starts_says_so_in_one_line_and_leaves_no_folder(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's own writes (the run's record, before any session starts) on a full disk: one
+    line, exit 1, and no half-made run folder, where they raised a traceback."""
+    spec_file = write_spec_file(in_tmp / "spec.json", {NAME: make_spec("ppo", max_frame=FRAMES)})
+
+    def full(path: Path, write_to: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(io, "atomic_write", full)
+    result = invoke(["run", str(spec_file), NAME, "dev"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stdout + result.stderr
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert line.startswith("error: the disk is full: no space left to write ")
+    assert line.endswith("_spec.json; free some space, then run again")
+    assert run_dirs(Path("data")) == []
