@@ -27,6 +27,7 @@ import base64
 import hashlib
 import json
 import secrets
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -306,6 +307,9 @@ def main(
         f"Hub stand-in at {server.endpoint}, dataset repo {repo} (in memory); Ctrl-C stops it"
     )
     typer.echo(f"export HF_ENDPOINT={server.endpoint} HF_REPO={repo} HF_TOKEN={token}")
+    # Ctrl-C stops it also where it started with SIGINT ignored (a shell's background job, a
+    # CI runner), which Python leaves ignored: as slm-lab's own commands handle it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         server.serve_forever(POLL_S)
     except KeyboardInterrupt:

@@ -404,7 +404,8 @@ def test_a_folder_name_with_glob_characters_is_pulled_as_named(hub: StandIn, in_
 @pytest.mark.subprocess
 def test_the_hub_stand_in_started_as_documented_takes_a_push_list_and_pull(in_tmp: Path) -> None:
     """`python -m slm_lab.dev.hub_stand_in` prints the variables to export; slm-lab run with
-    them pushes, lists and pulls through it; Ctrl-C stops it."""
+    them pushes, lists and pulls through it; Ctrl-C stops it, also started as a background job
+    (SIGINT ignored, as a shell or a CI runner starts one)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     stand_in = subprocess.Popen(
         [sys.executable, "-m", "slm_lab.dev.hub_stand_in", "--repo", "me/tries"],
@@ -412,6 +413,7 @@ def test_the_hub_stand_in_started_as_documented_takes_a_push_list_and_pull(in_tm
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         head, export = stand_in.stdout.readline(), stand_in.stdout.readline()
