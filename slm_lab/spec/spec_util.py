@@ -816,6 +816,10 @@ def check_env_fit(spec: Spec) -> None:
         raise SpecError(
             f"agent.algorithm.action_pdtype: {pdtype} does not fit the {type(action_space).__name__} action space of {env.name}"
         )
+    if pdtype == "GumbelSoftmax" and not algo.gumbel_softmax:
+        raise SpecError(
+            f"agent.algorithm.action_pdtype: GumbelSoftmax trains the discrete actor of SoftActorCritic; {algo.name} has no GumbelSoftmax form (use Categorical)"
+        )
     if pdtype == "NormalTanh" and not isinstance(algo, PolicyGradientConfig):
         raise SpecError(
             f"agent.algorithm.action_pdtype: NormalTanh is for the policy-gradient algorithms (Reinforce, ActorCritic, PPO, SIL); {algo.name} has its own action distribution"

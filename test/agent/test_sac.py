@@ -213,6 +213,82 @@ def test_discrete_target_entropy_auto_and_fixed_alpha() -> None:
     assert build(sac_spec()).target_entropy == -1.0  # Pendulum: -action_dim
 
 
+# -- discrete SAC through GumbelSoftmax samples --------------------------------------------------
+@pytest.fixture
+def gumbel_sac(discrete_sac: SoftActorCritic) -> SoftActorCritic:
+    """The hand-built discrete SAC (pi = [0.25, 0.75], alpha 0.5), GumbelSoftmax."""
+    spec = sac_spec(env="CartPole-v1", action_pdtype="GumbelSoftmax", target_entropy=0.3)
+    spec["agent"]["net"]["hid_layers"] = []
+    algo = build(spec)
+    algo.load_state_dict(discrete_sac.state_dict())
+    return algo
+
+
+def test_gumbel_softmax_samples_are_one_hot_and_follow_pi(gumbel_sac: SoftActorCritic) -> None:
+    algo = gumbel_sac
+    torch.manual_seed(0)
+    actions, log_probs = algo.policy(torch.randn(20000, *algo.obs_shape))
+    assert actions.shape == (20000, 2)
+    assert set(actions.unique().tolist()) == {0.0, 1.0} and (actions.sum(-1) == 1).all()
+    assert actions[:, 1].mean().item() == pytest.approx(P[1], abs=0.01)
+    torch.testing.assert_close(log_probs, torch.log(torch.tensor(P))[actions.argmax(-1)])
+
+
+def test_gumbel_softmax_soft_v_target_is_one_sample(gumbel_sac: SoftActorCritic) -> None:
+    """y = r + gamma * (min(Q1, Q2)_target(s', a') - alpha * log pi(a'|s')), a' the sample."""
+    algo = gumbel_sac
+    target_q1_net, target_q2_net = algo.target.targets
+    constant_net(target_q1_net, [1.0, 2.0])
+    constant_net(target_q2_net, [1.5, 1.0])  # min over the twins: [1, 1]
+    constant_net(algo.q1_net, [100.0, 100.0])  # the online critics must not enter the target
+    algo.gamma = 0.9
+    batch = batch_of(algo, [1.0, 0.5] * 500, [False, True] * 500)
+    torch.manual_seed(1)
+    next_actions, _ = algo.policy(batch.next_obs)
+    torch.manual_seed(1)
+    q_targets = algo.calc_q_targets(batch)
+    v_next = 1.0 - ALPHA * torch.log(torch.tensor(P))[next_actions.argmax(-1)]
+    expected = batch.rewards + 0.9 * (1.0 - batch.terminateds.float()) * v_next
+    torch.testing.assert_close(q_targets, expected)
+    assert len(set(q_targets[::2].tolist())) == 2  # both actions were sampled
+
+
+def test_gumbel_softmax_actor_loss_reaches_the_logits_through_q(
+    gumbel_sac: SoftActorCritic,
+) -> None:
+    """The straight-through sample carries Q's gradient to the logits: with alpha near 0 (the
+    entropy term gone) a step moves pi toward the action of higher Q, and the critics' weights
+    get no gradient. Exact expectations (Categorical) give the same direction; the sampled
+    loss's value is the sample's."""
+    algo = gumbel_sac
+    constant_net(algo.q1_net, [2.0, 0.0])
+    constant_net(algo.q2_net, [1.0, 3.0])  # min over the twins: [1, 0]
+    obs = torch.randn(256, *algo.obs_shape)
+    torch.manual_seed(2)
+    actions, log_probs = algo.policy(obs)
+    torch.manual_seed(2)
+    actor_loss, expected_log_probs = algo.calc_actor_loss(obs)
+    min_q = torch.tensor([1.0, 0.0])[actions.argmax(-1)]
+    assert actor_loss.item() == pytest.approx((ALPHA * log_probs - min_q).mean().item(), abs=1e-5)
+    torch.testing.assert_close(expected_log_probs, log_probs.detach())
+    with torch.no_grad():
+        algo.log_alpha.value.fill_(-20.0)
+    actor_loss, _ = algo.calc_actor_loss(obs)
+    actor_loss.backward()
+    assert algo.q1_net.heads[0].bias.grad is None and algo.q2_net.heads[0].bias.grad is None
+    logits_grad = algo.actor.heads[0].bias.grad
+    assert logits_grad[0] < 0 < logits_grad[1]  # descent raises the logit of action 0 (Q = 1)
+
+
+def test_gumbel_softmax_is_for_sac_discrete_actors() -> None:
+    spec = sac_spec("CrossQ", env="CartPole-v1", action_pdtype="GumbelSoftmax")
+    with pytest.raises(SpecError, match=r"^agent.algorithm.action_pdtype: GumbelSoftmax trains"):
+        spec_util.validate(spec)
+    spec = sac_spec(action_pdtype="GumbelSoftmax")  # Pendulum: a Box
+    with pytest.raises(SpecError, match="GumbelSoftmax does not fit the Box action space"):
+        spec_util.validate(spec)
+
+
 # -- the temperature's bounds ---------------------------------------------------------------------
 ENTROPY = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))  # H(pi) of the hand-built actor, 0.562
 ALPHA_LR = 1e-3  # SMALL_NET's actor lr, which the temperature's Adam takes

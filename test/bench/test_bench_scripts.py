@@ -68,7 +68,13 @@ def subcommands(app: typer.Typer) -> list[list[str]]:
 
 
 def test_bench_has_scripts() -> None:
-    assert {p.name for p in SCRIPTS} >= {"vs_sb3.py", "whole_process.py", "floor.py", "ab.py"}
+    assert {p.name for p in SCRIPTS} >= {
+        "vs_sb3.py",
+        "whole_process.py",
+        "floor.py",
+        "ab.py",
+        "hogwild_speed.py",
+    }
     assert not (BENCH / "ab_cli.py").exists()  # merged into ab.py
 
 
@@ -160,3 +166,15 @@ def test_floor_arithmetic_runs(bench_import: object, work: str) -> None:
     floor = bench_import(BENCH / "floor.py")
     plan = dataclasses.replace(floor.plan(work, 300), act_calls=2, train_calls=1, train_steps=2)
     floor.ARITHMETIC[plan.algo](torch, plan)
+
+
+@pytest.mark.parametrize("config", ["a3c_2w", "a3c_1w", "a2c"])
+def test_hogwild_speed_configs_validate(bench_import: object, config: str) -> None:
+    """Each configuration's -s sets on the shipped spec validate: Hogwild workers of the spec's
+    envs, or A2C (no Hogwild) stepping both workers' envs in one session."""
+    bench = bench_import(BENCH / "hogwild_speed.py")
+    args = bench.CONFIGS[config]
+    sets = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-s")
+    spec = spec_util.load_spec(str(bench.SPEC), bench.NAME, sets).spec
+    assert spec.meta.hogwild == (config != "a2c")
+    assert spec.env.num_envs == bench.SPEC_NUM_ENVS * (2 if config == "a2c" else 1)

@@ -13,8 +13,9 @@ from slm_lab.lib.schedule import ScheduleConfig
 
 NOT_YET = "is not available yet in this release"
 # Argmax: v5's name for the discrete distribution value-based specs declare (actions then follow
-# action_policy); it is accepted for discrete action spaces like Categorical
-DISCRETE_PDTYPES = ("Categorical", "Argmax")
+# action_policy); it is accepted for discrete action spaces like Categorical. GumbelSoftmax: a
+# Categorical whose samples are made differentiable (SoftActorCritic's, see `gumbel_softmax`)
+DISCRETE_PDTYPES = ("Categorical", "Argmax", "GumbelSoftmax")
 # SLM Lab v5's default bounds of log(alpha): alpha in [e^-5, e^2] ~ [0.0067, 7.39]
 LOG_ALPHA_MIN = -5.0
 LOG_ALPHA_MAX = 2.0
@@ -29,15 +30,21 @@ class AlgorithmConfig(Config):
     memory_kinds: ClassVar[tuple[str, ...]] = ("OnPolicyBatchReplay",)  # memories it trains from
     needs_net: ClassVar[bool] = True
     self_imitation: ClassVar[bool] = False  # keeps a replay of past episodes' returns (SIL)
+    gumbel_softmax: ClassVar[bool] = False  # can train a discrete actor through GumbelSoftmax
 
     name: str = key(doc="the algorithm", required=True)
-    action_pdtype: Literal["default", "Categorical", "Argmax", "Normal", "NormalTanh"] = key(
+    action_pdtype: Literal[
+        "default", "Categorical", "Argmax", "GumbelSoftmax", "Normal", "NormalTanh"
+    ] = key(
         "default",
         "the action distribution (default: Categorical or Normal by action space); NormalTanh "
         "(policy-gradient algorithms): a Gaussian squashed by tanh into the action bounds, with "
         "the log-det correction in its log-prob (taken at the pre-tanh sample, which the "
         "memory keeps; the env gets its tanh) and the entropy bonus a one-draw "
-        "reparameterized estimate (the Gaussian's entropy plus the log-det at a fresh draw)",
+        "reparameterized estimate (the Gaussian's entropy plus the log-det at a fresh draw); "
+        "GumbelSoftmax (SoftActorCritic, discrete actions): the actor is trained through "
+        "one-hot samples with a straight-through Gumbel-softmax gradient, and the soft values "
+        "are one-sample estimates, instead of exact expectations over the actions",
     )
     action_policy: Literal["default", "epsilon_greedy", "boltzmann", "greedy"] = key(
         "default", "how actions are drawn: from the policy, epsilon-greedy, Boltzmann, greedy"
@@ -203,6 +210,8 @@ class DoubleDQNConfig(DQNConfig):
 
 @dataclass(frozen=True)
 class SoftActorCriticConfig(OffPolicyConfig):
+    gumbel_softmax = True
+
     policy_delay: int = key(1, "critic steps per actor (and temperature) step", gt=0)
     target_entropy: Literal["auto"] | float = key(
         "auto", "the entropy alpha is tuned toward (auto: -action_dim, or 0.98 log(n) discrete)"
@@ -214,6 +223,12 @@ class SoftActorCriticConfig(OffPolicyConfig):
     )
     log_alpha_max: float | None = key(
         None, f"upper bound of log(alpha) after each temperature step (null: {LOG_ALPHA_MAX})"
+    )
+    gumbel_temperature: float = key(
+        1.0,
+        "action_pdtype GumbelSoftmax: the relaxation's temperature, which shapes the actor's "
+        "gradient (acting and the sampled actions do not depend on it)",
+        gt=0,
     )
 
     @property
@@ -240,7 +255,7 @@ class SoftActorCriticConfig(OffPolicyConfig):
 
 @dataclass(frozen=True)
 class CrossQConfig(SoftActorCriticConfig):
-    pass
+    gumbel_softmax = False
 
 
 ALGORITHM_CONFIGS: dict[str, type[AlgorithmConfig]] = {

@@ -7,10 +7,17 @@ state-dependent mean and log-std heads, log-std clamped to [LOG_STD_MIN, LOG_STD
   log pi(a|s) = log N(u; mean, std) - sum_i log(1 - tanh(u_i)^2),
   log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u))  (exact, and finite for any u)
 Discrete: pi(.|s) = softmax(logits(s)); expectations over actions are computed exactly.
+Discrete with action_pdtype GumbelSoftmax (SLM Lab v4's discrete SAC, which v5's async SAC specs
+name; Jang et al. 2017, Maddison et al. 2017): expectations are one-sample estimates as when
+continuous, with a ~ pi(.|s) a one-hot vector and Q(s, a) = Q(s, .) . a. The actor's sample is
+straight-through: its value is the hard one-hot of argmax(logits + g), g ~ Gumbel(0, 1), its
+gradient that of softmax((logits + g) / gumbel_temperature), so that the actor loss reaches the
+logits through Q(s, a) as the reparametrized Gaussian does; log pi(a|s) = log_softmax(logits) . a.
 
 For a sampled transition (s, a, r, s') and alpha = exp(log_alpha), the soft value is
   V(s) = E_{a~pi}[min(Q1, Q2)(s, a) - alpha * log pi(a|s)]
-(one reparametrized sample when continuous, the exact sum over actions when discrete), and
+(one reparametrized sample when continuous or GumbelSoftmax, the exact sum over actions when
+discrete), and
   critic:  y = r + gamma * (1 - terminated) * V_target(s')   (V with the target critics)
            loss = mean(w * (loss_fn(Q1(s, a), y) + loss_fn(Q2(s, a), y)))
   actor:   loss = -mean(V(s)) = mean(E_{a~pi}[alpha * log pi(a|s) - min(Q1, Q2)(s, a)])
@@ -21,10 +28,11 @@ are plain means); the new priorities are the mean of |Q1 - y| and |Q2 - y|. The 
 the critic loss as `loss`, q1_mean and q2_mean (mean Q1(s, a), Q2(s, a) of the trained batches),
 and from the actor steps actor_loss, alpha_loss and entropy, -E[log pi]. The temperature
 loss uses alpha itself (gradient -alpha * (...) on log_alpha), so the targets and the tuning see
-the same alpha; E[log pi] is the sampled log pi when continuous and -H(pi(.|s)) exactly when
-discrete. target_entropy `auto` is -action_dim
-(continuous) or DISCRETE_TARGET_ENTROPY_SCALE * log(n) (discrete, SAC-Discrete's 0.98; a lower
-number in the spec suits tasks that need a near-deterministic policy). `fixed_alpha` turns the
+the same alpha; E[log pi] is the sampled log pi when continuous or GumbelSoftmax and
+-H(pi(.|s)) exactly when discrete. target_entropy `auto` is -action_dim (continuous) or
+DISCRETE_TARGET_ENTROPY_SCALE * log(n) (discrete, GumbelSoftmax too: SAC-Discrete's 0.98; a lower
+number in the spec suits tasks that need a near-deterministic policy; v4's -n, below any
+discrete entropy, would only ever lower alpha). `fixed_alpha` turns the
 tuning off; a fixed alpha is never clamped.
 
 Temperature bounds: log_alpha starts at 0 (alpha 1, moved into the bounds if they exclude it) and
@@ -107,6 +115,9 @@ class SoftActorCritic(OffPolicy):
             for _ in range(2)
         )
         self.target = self.init_target_nets(critic)
+        # discrete: exact expectations over actions, unless GumbelSoftmax samples them
+        self.gumbel = self.discrete and config.action_pdtype == "GumbelSoftmax"
+        self.exact = self.discrete and not self.gumbel
         self.unmeasured = torch.tensor(math.nan, device=self.device)  # a step's missing STATS
 
         self.tune_alpha = config.fixed_alpha is None
@@ -207,15 +218,22 @@ class SoftActorCritic(OffPolicy):
 
     def policy(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         """Continuous: (a ~ pi(.|s) [B, act_dim], log pi(a|s) [B]), reparametrized.
+        GumbelSoftmax: (one-hot a ~ pi(.|s) [B, n], straight-through; log pi(a|s) [B]).
         Discrete: (None, log pi(.|s) [B, n]) for every action."""
+        if self.gumbel:
+            logits = self.actor(obs)[0]
+            actions = F.gumbel_softmax(logits, tau=self.config.gumbel_temperature, hard=True)
+            return actions, (F.log_softmax(logits, dim=-1) * actions).sum(-1)
         if self.discrete:
             return None, F.log_softmax(self.actor(obs)[0], dim=-1)
         return squashed_normal_sample(*self.pdparam(obs))
 
     def q_values(self, net: Net, obs: torch.Tensor, actions: torch.Tensor | None) -> torch.Tensor:
-        """Continuous: Q(s, a) [B]. Discrete: Q(s, .) [B, n] (actions unused)."""
+        """Continuous: Q(s, a) [B]. Discrete: Q(s, .) [B, n] without actions, Q(s, .) . a [B]
+        with one-hot actions a (GumbelSoftmax's samples)."""
         if self.discrete:
-            return net(obs)[0]
+            q = net(obs)[0]
+            return q if actions is None else (q * actions).sum(-1)
         return net(torch.cat([obs.flatten(1), actions], dim=-1))[0].squeeze(-1)
 
     def taken(self, q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -223,8 +241,9 @@ class SoftActorCritic(OffPolicy):
         return q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1) if self.discrete else q
 
     def expectation(self, log_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """E_{a~pi}[x(a)]: the exact sum over actions when discrete, the sample itself otherwise."""
-        return (log_probs.exp() * x).sum(-1) if self.discrete else x
+        """E_{a~pi}[x(a)]: the exact sum over actions when discrete, the sample itself otherwise
+        (continuous or GumbelSoftmax)."""
+        return (log_probs.exp() * x).sum(-1) if self.exact else x
 
     def soft_v(self, q1: torch.Tensor, q2: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
         """V(s) = E_{a~pi}[min(Q1, Q2)(s, a) - alpha * log pi(a|s)]"""
@@ -248,8 +267,9 @@ class SoftActorCritic(OffPolicy):
         """(loss, td_errors, mean Q1(s, a), mean Q2(s, a)) of the twin critics on a batch."""
         obs, actions = batch.obs.float(), batch.actions
         q_targets = self.calc_q_targets(batch)
-        q1_preds = self.taken(self.q_values(self.q1_net, obs, actions.float()), actions)
-        q2_preds = self.taken(self.q_values(self.q2_net, obs, actions.float()), actions)
+        q_actions = None if self.discrete else actions.float()  # discrete: Q(s, .), then gathered
+        q1_preds = self.taken(self.q_values(self.q1_net, obs, q_actions), actions)
+        q2_preds = self.taken(self.q_values(self.q2_net, obs, q_actions), actions)
         return self.twin_td_loss(q1_preds, q2_preds, q_targets, batch)
 
     def twin_td_loss(
@@ -264,12 +284,13 @@ class SoftActorCritic(OffPolicy):
         return self.weighted_mean(losses, batch), td_errors, q1_preds.mean(), q2_preds.mean()
 
     def calc_actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(actor loss, E_{a~pi}[log pi(a|s)] per sample). Continuous: the gradient reaches the
-        actor through the reparametrized action; discrete: through pi in the exact expectation."""
+        """(actor loss, E_{a~pi}[log pi(a|s)] per sample). Continuous and GumbelSoftmax: the
+        gradient reaches the actor through the reparametrized action; discrete: through pi in the
+        exact expectation."""
         actions, log_probs = self.policy(obs)
         # the critics are not stepped here: eval mode, their batch statistics left alone
         with (
-            torch.set_grad_enabled(not self.discrete),  # discrete: Q is a constant here
+            torch.set_grad_enabled(not self.exact),  # exact expectation: Q is a constant here
             net_util.eval_mode(self.q1_net, self.q2_net),
         ):
             self.set_critics_grad(False)  # the gradient flows through Q, not into its weights
