@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from conftest import BAD_INPUTS, SPEC_NAME, bad_input, family_marks, make_spec, write_spec_file
 
+from slm_lab import SPEC_DIR
+from slm_lab.env.registry import backend_module
 from slm_lab.spec import schema, spec_util
 from slm_lab.spec.spec_util import SpecError
 
@@ -135,8 +137,8 @@ def test_deprecated_v5_key_warns_and_is_ignored(tmp_path: Path, log_messages: li
     assert any(m.startswith("meta.num_gpus: ignored") for m in log_messages)
 
 
-BENCHMARK_FILES = sorted((Path(spec_util.SPEC_DIR) / "benchmark").rglob("*.json"))
-DEMO_FILE = Path(spec_util.SPEC_DIR) / "demo.json"
+BENCHMARK_FILES = sorted((Path(SPEC_DIR) / "benchmark").rglob("*.json"))
+DEMO_FILE = Path(SPEC_DIR) / "demo.json"
 
 
 def shipped(path: Path) -> Any:
@@ -300,7 +302,7 @@ def test_env_spaces_are_built_once_per_env_section_in_a_run(
     """A run's checks ask for the env's spaces twice (the nets' fit, the replay's size): inside
     `spaces_built_once` (the CLI's run) the backend builds them once per env section; outside
     it (a long-lived process, whose registries may change) at every call."""
-    module, built = spec_util.backend_module("CartPole-v1"), []
+    module, built = backend_module("CartPole-v1"), []
     real = module.spaces
     monkeypatch.setattr(module, "spaces", lambda env: built.append(env) or real(env))
     spec = schema.load(make_spec("ppo"), "test")
