@@ -7,11 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from slm_lab.agent.algorithm.config import (
-    DISCRETE_PDTYPES,
-    PolicyGradientConfig,
-    SoftActorCriticConfig,
-)
+from slm_lab.agent.algorithm.config import DISCRETE_PDTYPES, PolicyGradientConfig
 from slm_lab.agent.config import AgentConfig
 from slm_lab.agent.net.config import NetConfig, NetSpec, check_net_input
 from slm_lab.env.config import EnvConfig
@@ -73,7 +69,7 @@ def check_env_fit(spec: Spec) -> None:
         raise SpecError(
             f"agent.algorithm.name: {algo.name} needs a discrete action space; {env.name} has a continuous (Box) one"
         )
-    if not discrete and isinstance(algo, SoftActorCriticConfig) and not is_bounded(action_space):
+    if not discrete and algo.squashed_actor_q_critics and not is_bounded(action_space):
         raise SpecError(
             f"env.name: {algo.name} squashes actions into the action space's bounds; {env.name}'s Box action space is unbounded"
         )
@@ -105,7 +101,7 @@ def _check_arcs(
     gets: observations, or (obs, action) concatenated for continuous SAC/CrossQ critics."""
     algo, net = agent.algorithm, agent.net
     roles: list[tuple[str, str | None, NetConfig, tuple[int, ...], bool]] = []
-    if isinstance(algo, SoftActorCriticConfig):
+    if algo.squashed_actor_q_critics:
         critic_src, critic_path = (
             (agent.critic_net, "agent.critic_net") if agent.critic_net else (net, "agent.net")
         )

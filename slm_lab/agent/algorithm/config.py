@@ -29,6 +29,9 @@ class AlgorithmConfig(Config):
     memory_kinds: ClassVar[tuple[str, ...]] = ("OnPolicyBatchReplay",)  # memories it trains from
     needs_net: ClassVar[bool] = True
     self_imitation: ClassVar[bool] = False  # keeps a replay of past episodes' returns (SIL)
+    # SAC's nets: a tanh-squashed actor (a Box's bounds needed) and Q(s, a) critics, whose net
+    # agent.critic_net may hold apart; what the spec checks read, not the config's class
+    squashed_actor_q_critics: ClassVar[bool] = False
 
     name: str = key(doc="the algorithm", required=True)
     action_pdtype: Literal["default", "Categorical", "Argmax", "Normal", "NormalTanh"] = key(
@@ -203,6 +206,8 @@ class DoubleDQNConfig(DQNConfig):
 
 @dataclass(frozen=True)
 class SoftActorCriticConfig(OffPolicyConfig):
+    squashed_actor_q_critics = True
+
     policy_delay: int = key(1, "critic steps per actor (and temperature) step", gt=0)
     target_entropy: Literal["auto"] | float = key(
         "auto", "the entropy alpha is tuned toward (auto: -action_dim, or 0.98 log(n) discrete)"
