@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:  # the CLI imports each module in the command that uses it
-    from slm_lab.experiment.layout import RunLayout
     from slm_lab.experiment.record import RunInfo
     from slm_lab.spec.schema import Spec
 
@@ -133,40 +132,6 @@ def _pick_spec(
     return spec_file, names[0], mode
 
 
-def _find_run(base: str, target: str, spec_file: str | None, spec_name: str | None) -> Path:
-    """The run folder (search folder for search@) that `target` names; `latest`: the newest
-    run of the spec."""
-    from slm_lab.experiment import layout
-    from slm_lab.lib import io
-    from slm_lab.spec import schema, spec_util
-    from slm_lab.spec.spec_util import SpecError
-
-    search = base == "search"
-    if target == "latest":
-        if spec_name is None:
-            raise SpecError(
-                f"{base}@latest: name the spec whose newest run to take (uv run slm-lab run SPEC_FILE SPEC_NAME {base}@latest), or give the folder ({base}@data/<run folder>)"
-            )
-        with schema.quiet():  # the run's own spec warns when it is read
-            name = spec_util.load_spec(spec_file, spec_name).spec.name
-        root = layout.latest_run_dir(name, search)
-        if root is None:
-            raise SpecError(
-                f"{base}@latest: no {'search' if search else 'run'} of {name} in {io.DATA_DIR}/"
-            )
-        return root
-    root = Path(target)
-    if search and not layout.is_search_dir(root):
-        raise SpecError(
-            f"{target}: not a search folder (expected a folder made by slm-lab run ... search, with <spec_name>_spec.json and {layout.SEARCH_STATE_DIR}/)"
-        )
-    if not search and not layout.is_run_dir(root):
-        raise SpecError(
-            f"{target}: not a run folder (expected a folder made by slm-lab run, with <spec_name>_spec.json and info/)"
-        )
-    return root
-
-
 @app.command()
 def run(
     spec_file: Annotated[
@@ -243,10 +208,10 @@ def run(
     if not full_install():
         _fail(f"slm-lab run needs the full install (torch, Gymnasium...): {FULL_INSTALL_FIX}", 1)
 
-    from slm_lab.experiment import record
+    from slm_lab.experiment import record, resume
     from slm_lab.lib import io
     from slm_lab.lib import logger as log_setup
-    from slm_lab.spec import schema, spec_util
+    from slm_lab.spec import spec_util
     from slm_lab.spec.spec_util import SpecError
 
     if log_level.upper() not in LOG_LEVELS:
@@ -266,18 +231,9 @@ def run(
             spec_file, spec_name, mode = _pick_spec(spec_file, spec_name, mode)
             base, target = _parse_mode(mode)
             if target:
-                if set_ or sessions is not None or seed is not None:
-                    raise SpecError(
-                        f"{mode} continues the spec recorded in the run folder: -s, --sessions and --seed do not apply (--max-frame extends a train@ run)"
-                    )
-                if base != "train" and max_frame is not None:
-                    raise SpecError(
-                        f"{mode} continues the run as recorded: --max-frame does not apply"
-                    )
-                root = _find_run(base, target, spec_file, spec_name)
-                with schema.quiet():  # its warnings were given when the run started
-                    spec, info = record.read(root)
-                _check_continue(base, mode, root, spec, info, spec_file, spec_name)
+                respecified = bool(set_) or sessions is not None or seed is not None
+                continued = resume.open_run(mode, spec_file, spec_name, respecified, max_frame)
+                root, spec, info = continued.root, continued.spec, continued.info
             else:
                 shortcuts = {
                     SHORTCUTS[option]: int(value)
@@ -339,31 +295,6 @@ def run(
         )
 
 
-def _check_continue(
-    base: str,
-    mode: str,
-    root: Path,
-    spec: "Spec",
-    info: "RunInfo",
-    spec_file: str | None,
-    spec_name: str | None,
-) -> None:
-    """What continuing (train@, search@) or replaying (enjoy@) the run in `root` needs."""
-    from slm_lab.experiment.layout import RunLayout
-    from slm_lab.lib.logger import logger
-    from slm_lab.spec.spec_util import SpecError
-
-    if base == "train" and info.is_search_trial:
-        raise SpecError(
-            f"{root} is a trial of the search in {info.search_dir}: resume the search with search@<search folder>, or train the trial's values from a spec file"
-        )
-    experiment_df = RunLayout(root, spec.name).experiment_df
-    if base == "search" and experiment_df.exists():
-        raise SpecError(f"{root} is finished: its trials are in {experiment_df}")
-    if spec_name is not None and spec_name != info.spec_name:
-        logger.info(f"{mode} uses the spec recorded in {root} ({spec.name}), not {spec_name}")
-
-
 def _train(
     spec: "Spec",
     info: "RunInfo",
@@ -379,38 +310,19 @@ def _train(
     `upload_hf`, its folder pushed to the Hub once it completes; with `drop_state`, its resume
     state deleted once every session finished."""
     from slm_lab.experiment import record
-    from slm_lab.experiment.layout import RunLayout
+    from slm_lab.experiment.resume import resume_train, state_files
     from slm_lab.lib import logger as log_setup
     from slm_lab.lib.logger import logger
-    from slm_lab.spec import spec_util
+    from slm_lab.spec.spec_util import SpecError
 
     resume = root is not None
     dev = info.mode == "dev"
     sessions = range(1 if dev else spec.meta.max_session)
     if resume:
-        layout = RunLayout(root, spec.name)
-        frames = record.finished_frames(layout, spec, len(sessions))
-        if frames is not None and not all(p.exists() for p in state_files(layout, sessions)):
-            _fail(
-                f"{root} finished without its resume state (--drop-state deleted model/*_ckpt-latest_state.pt), so it cannot be trained further; start a new run"
-            )
-        if frames is not None and max_frame is None:
-            _fail(
-                f"{root} is finished: it already has {frames} frames; pass a --max-frame above {frames} to train it further"
-            )
-        if frames is not None and int(max_frame) <= frames:
-            _fail(
-                f"--max-frame {int(max_frame)}: {root} already has {frames} frames; pass a --max-frame above {frames} to train it further"
-            )
-        if max_frame is not None and int(max_frame) < spec.env.max_frame:
-            _fail(
-                f"--max-frame {int(max_frame)}: {root} runs to max_frame {spec.env.max_frame}; a run can be extended, not shortened"
-            )
-        if max_frame is not None and int(max_frame) > spec.env.max_frame:
-            spec = spec.with_values({"env.max_frame": int(max_frame)})
-            record.write(layout, spec, info, trial=0)
-            logger.info(f"extending {root} to max_frame {int(max_frame)}")
-        spec_util.warn_schedules(spec)  # against the max_frame it runs to now
+        try:
+            spec, layout = resume_train(root, spec, info, sessions, max_frame)
+        except SpecError as e:
+            _fail(str(e))
     else:
         spec = record.with_seed(spec)
         layout = record.new_run(spec, info)
@@ -452,11 +364,6 @@ def _train(
     typer.echo(f"run folder: {layout.root}")
     if upload_hf:
         _upload(layout.root)
-
-
-def state_files(layout: "RunLayout", sessions: range, trial: int = 0) -> list[Path]:
-    """The resume state file of each session (written at its checkpoints, read by train@)."""
-    return [layout.ckpt(trial, s, "latest")[1] for s in sessions]
 
 
 def _enjoy(

@@ -16,7 +16,6 @@ from slm_lab.agent.algorithm.config import (
     ALGORITHM_CONFIGS,
     AlgorithmConfig,
     PPOConfig,
-    SoftActorCriticConfig,
     readers,
 )
 from slm_lab.agent.config import AgentConfig
@@ -192,7 +191,8 @@ def _check_agent(spec: Spec) -> None:
             raise SpecError(
                 f"agent.algorithm.minibatch_size: {algo.minibatch_size} is larger than the batch of {batch} (time_horizon x num_unrolls x num_envs)"
             )
-    if not isinstance(algo, SoftActorCriticConfig) and agent.critic_net is not None:
+    if not algo.squashed_actor_q_critics and agent.critic_net is not None:
+        owners = [n for n, c in ALGORITHM_CONFIGS.items() if c.squashed_actor_q_critics]
         raise SpecError(
-            f"agent.critic_net: read only by SoftActorCritic and CrossQ, not by {algo.name}"
+            f"agent.critic_net: read only by {' and '.join(owners)}, not by {algo.name}"
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import psutil
 import pytest
 import torch
 from conftest import invoke, make_spec
@@ -651,7 +652,7 @@ DQN_FILE, DQN_NAME = "benchmark/dqn/dqn_cartpole.json", "dqn_cartpole"  # 4 envs
 
 
 def available(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
-    monkeypatch.setattr(spec_util.psutil, "virtual_memory", lambda: VirtualMemory(n))
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: VirtualMemory(n))
 
 
 def test_fit_check_refuses_replays_beyond_available_memory(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import invoke, make_spec, run_dirs, write_spec_file
 
-from slm_lab.spec.spec_util import SPEC_DIR
+from slm_lab import SPEC_DIR
 
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
 MODULE = "user_envs_for_test"  # a package the tests write to tmp_path, put on sys.path

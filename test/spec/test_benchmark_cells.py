@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import family_marks
 
+from slm_lab import SPEC_DIR
 from slm_lab.spec import spec_util
 
-BENCHMARK_DIR = Path(spec_util.SPEC_DIR) / "benchmark"
+BENCHMARK_DIR = Path(SPEC_DIR) / "benchmark"
 
 # v5's table: the algorithm a cell names -> (agent.algorithm.name, agent.memory.name or None)
 FAMILIES = {

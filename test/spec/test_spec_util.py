@@ -1,12 +1,17 @@
 """Spec loading: ${var} substitution, JSON/YAML, v4/v5 compatibility, and one-line errors."""
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import BAD_INPUTS, SPEC_NAME, bad_input, family_marks, make_spec, write_spec_file
 
+from slm_lab import SPEC_DIR
+from slm_lab.agent.algorithm.config import ALGORITHM_CONFIGS, OffPolicyConfig, SoftActorCriticConfig
+from slm_lab.env.registry import backend_module
+from slm_lab.lib.config import key as config_key
 from slm_lab.spec import schema, spec_util
 from slm_lab.spec.spec_util import SpecError
 
@@ -135,8 +140,8 @@ def test_deprecated_v5_key_warns_and_is_ignored(tmp_path: Path, log_messages: li
     assert any(m.startswith("meta.num_gpus: ignored") for m in log_messages)
 
 
-BENCHMARK_FILES = sorted((Path(spec_util.SPEC_DIR) / "benchmark").rglob("*.json"))
-DEMO_FILE = Path(spec_util.SPEC_DIR) / "demo.json"
+BENCHMARK_FILES = sorted((Path(SPEC_DIR) / "benchmark").rglob("*.json"))
+DEMO_FILE = Path(SPEC_DIR) / "demo.json"
 
 
 def shipped(path: Path) -> Any:
@@ -300,7 +305,7 @@ def test_env_spaces_are_built_once_per_env_section_in_a_run(
     """A run's checks ask for the env's spaces twice (the nets' fit, the replay's size): inside
     `spaces_built_once` (the CLI's run) the backend builds them once per env section; outside
     it (a long-lived process, whose registries may change) at every call."""
-    module, built = spec_util.backend_module("CartPole-v1"), []
+    module, built = backend_module("CartPole-v1"), []
     real = module.spaces
     monkeypatch.setattr(module, "spaces", lambda env: built.append(env) or real(env))
     spec = schema.load(make_spec("ppo"), "test")
@@ -401,3 +406,49 @@ def test_a_search_whose_trials_at_a_searched_value_never_train_is_named() -> Non
     spec["search"] = {"agent.algorithm.time_horizon__choice": [32, 128]}
     with schema.quiet():
         assert spec_util.update_warnings(schema.load(spec, SPEC_NAME)) == []
+
+
+# -- SAC's nets: a capability its config declares, not its class ---------------------------------
+@dataclass(frozen=True)
+class SacSubclassConfig(SoftActorCriticConfig):
+    """A config that subclasses SAC's for its keys but whose nets are not SAC's."""
+
+    squashed_actor_q_critics = False
+
+
+@dataclass(frozen=True)
+class SacNetsConfig(OffPolicyConfig):
+    """A config with SAC's nets that is not SAC's class (a TD3's: no temperature keys)."""
+
+    squashed_actor_q_critics = True
+    policy_delay: int = config_key(2, "critic steps per actor step", gt=0)
+
+
+def with_critic_net(algo: str) -> dict[str, Any]:
+    spec = make_spec("random", "Pendulum-v1")
+    net = {"type": "MLPNet", "hid_layers": [16], "hid_layers_activation": "relu"}
+    spec["agent"] = {
+        "name": algo,
+        "algorithm": {"name": algo, "training_start_step": 32},
+        "memory": {"name": "Replay", "batch_size": 32, "max_size": 1000},
+        "net": {**net, "optim_spec": {"name": "Adam", "lr": 3e-4}},
+        "critic_net": {**net, "optim_spec": {"name": "Adam", "lr": 1e-3}},
+    }
+    return spec
+
+
+def test_the_spec_checks_treat_as_sac_the_configs_with_sac_s_nets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """agent.critic_net is read by the configs that declare SAC's nets: a subclass of SAC's
+    config that does not is refused one, a config of another class that does reads it."""
+    monkeypatch.setitem(ALGORITHM_CONFIGS, "SacSubclass", SacSubclassConfig)
+    monkeypatch.setitem(ALGORITHM_CONFIGS, "SacNets", SacNetsConfig)
+    with pytest.raises(SpecError) as e:
+        spec_util.validate(with_critic_net("SacSubclass"))
+    assert str(e.value) == (
+        "agent.critic_net: read only by SoftActorCritic and CrossQ and SacNets, not by SacSubclass"
+    )
+    spec = spec_util.validate(with_critic_net("SacNets"))
+    assert spec.agent.critic_net is not None and spec.agent.algorithm.policy_delay == 2
+    assert "fixed_alpha" not in SacNetsConfig.keys()

@@ -31,6 +31,9 @@ class AlgorithmConfig(Config):
     needs_net: ClassVar[bool] = True
     self_imitation: ClassVar[bool] = False  # keeps a replay of past episodes' returns (SIL)
     gumbel_softmax: ClassVar[bool] = False  # can train a discrete actor through GumbelSoftmax
+    # SAC's nets: a tanh-squashed actor (a Box's bounds needed) and Q(s, a) critics, whose net
+    # agent.critic_net may hold apart; what the spec checks read, not the config's class
+    squashed_actor_q_critics: ClassVar[bool] = False
 
     name: str = key(doc="the algorithm", required=True)
     action_pdtype: Literal[
@@ -211,6 +214,7 @@ class DoubleDQNConfig(DQNConfig):
 @dataclass(frozen=True)
 class SoftActorCriticConfig(OffPolicyConfig):
     gumbel_softmax = True
+    squashed_actor_q_critics = True
 
     policy_delay: int = key(1, "critic steps per actor (and temperature) step", gt=0)
     target_entropy: Literal["auto"] | float = key(
