@@ -83,7 +83,6 @@ CLOCK_COLUMNS = (*COUNTER_COLUMNS, "wall_t", "fps")  # not graphed over frames
 # the columns a progress line too narrow for all keeps first; then the algorithm's, then the clock
 PROGRESS_FIRST = ("frame", "total_reward_ma", "total_reward", "loss", "fps")
 PROGRESS_SEP = " | "
-MA_WINDOW = 100  # total_reward_ma: the mean of total_reward over this many checkpoint rows
 LOG_SCALE_DECADES = 2  # a loss whose sizes span this many decades or more is graphed on a log scale
 SMALL_SIZES = 0.1  # the share of a loss's smallest sizes that does not decide its span
 ONE_COLUMN_PANELS = 4  # more panels than this under the returns go into two columns
