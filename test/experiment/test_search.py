@@ -46,12 +46,13 @@ POLL_S = 0.2
 MARK = "SLM_LAB_TEST_SEARCH"
 UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"  # Ray's uv hook, on unless set to 0
 # the ways to start the CLI: the command before `run ...`, and whether it runs from the
-# repository root (the others run from elsewhere)
+# repository root (the others run from elsewhere). `python -m slm_lab.cli.main` is not among
+# them: to Ray it is the console script's process (the same interpreter, no uv above it), and
+# each mode here costs a whole search (half a minute of the suite's longest worker)
 START_MODES = {
     "uv_run_project": ([UV, "run", "--project", str(ROOT_DIR), "slm-lab"], False),
     "uv_run_no_sync": ([UV, "run", "--no-sync", "slm-lab"], True),
     "venv_script": ([SLM_LAB], False),
-    "python_m": ([sys.executable, "-m", "slm_lab.cli.main"], False),
 }
 LOG_TIME = "%Y-%m-%d %H:%M:%S"  # a log line's time (slm_lab.lib.logger)
 
