@@ -197,6 +197,14 @@ def aligned(tables: Sequence[Table], name: str) -> tuple[np.ndarray, np.ndarray]
     return common, values
 
 
+def trial_frame_scale(tables: Sequence[Table]) -> int:
+    """What a trial's session frames are multiplied by to count the trial's frames: the workers
+    of a Hogwild trial (its rows have `global_frame`) each run their share of the trial's
+    frames, so a worker's frame f is the trial's frame f x workers when they keep pace; 1 for
+    the sessions of any other trial, which each run all of them."""
+    return len(tables) if any("global_frame" in t for t in tables) else 1
+
+
 def nan_stats(values: np.ndarray, ddof: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row: mean and std over the values that are not NaN (NaN where there are too few)."""
     with warnings.catch_warnings():  # all-NaN rows and rows of one value give NaN, as intended

@@ -303,7 +303,8 @@ def _our_trial(paths: list[Path], metric: str) -> tuple[np.ndarray, np.ndarray]:
     for path, table in zip(paths, tables, strict=True):
         if "frame" not in table or metric not in table:
             raise PlotError(f"{path}: no frame and {metric} columns")
-    return aligned(tables, metric)
+    frames, values = aligned(tables, metric)
+    return frames * analysis.trial_frame_scale(tables), values
 
 
 def v5_trial(

@@ -40,6 +40,7 @@ from slm_lab.experiment.analysis import (
     iqm,
     read_csv,
     session_metrics,
+    trial_frame_scale,
 )
 from slm_lab.experiment.layout import RunLayout, is_run_dir
 from slm_lab.experiment.retro import run_name, sessions_of
@@ -186,7 +187,7 @@ def read_run(results_dir: Path, name: str, env: EnvResults, cell: Cell) -> Run:
     tables = [read_csv(layout.rows_csv(0, s)) for s in trials[0]]
     # total_reward_ma needs no random baseline: session_metrics' strength is not used here
     scores = np.array([session_metrics(t, 0.0)["total_reward_ma"] for t in tables])
-    frame = int(max(t["frame"][-1] for t in tables))
+    frame = int(max(t["frame"][-1] for t in tables)) * trial_frame_scale(tables)
     if frame != cell.frames:
         raise ResultsError(
             f"{where}: it ended at frame {frame}, the cell's budget is {cell.frames}"

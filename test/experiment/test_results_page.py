@@ -3,6 +3,7 @@ every plot on the page rebuilt from the run folders there; the cell rules (statu
 on hand-made runs; `slm-lab plot --pool`, which draws a cell's runs as one curve; each mistake
 in the cell list or a run folder as one line."""
 
+import dataclasses
 import json
 import math
 import shutil
@@ -144,16 +145,26 @@ def write_run(
     algorithm: str = "PPO",
     env: str = "CartPole-v1",
     frames: list[int] = FRAMES,
+    hogwild: bool = False,
 ) -> Path:
     """A run folder: its spec record and a session's rows per list of total_reward_ma values
-    (total_reward the same values)."""
+    (total_reward the same values); `hogwild`: its sessions are a Hogwild trial's workers, whose
+    rows have the trial's `global_frame` (here each worker's frame times the workers)."""
     (root / "info").mkdir(parents=True)
     spec = {"name": name, "agent": {"algorithm": {"name": algorithm}}, "env": {"name": env}}
     (root / f"{name}_spec.json").write_text(json.dumps(spec))
+    workers = len(sessions)
     for s, values in enumerate(sessions):
-        rows = "".join(f"{f},{v},{v}\n" for f, v in zip(frames, values, strict=True))
+        if hogwild:
+            header = "frame,total_reward,total_reward_ma,global_frame\n"
+            rows = "".join(
+                f"{f},{v},{v},{f * workers}\n" for f, v in zip(frames, values, strict=True)
+            )
+        else:
+            header = "frame,total_reward,total_reward_ma\n"
+            rows = "".join(f"{f},{v},{v}\n" for f, v in zip(frames, values, strict=True))
         path = root / "info" / f"{name}_t0_s{s}_session_df.csv"
-        path.write_text("frame,total_reward,total_reward_ma\n" + rows)
+        path.write_text(header + rows)
     return root
 
 
@@ -281,6 +292,24 @@ def test_a_pooled_curve_is_the_mean_over_all_sessions_with_the_stratified_ci(
     assert curve.ci[0].tolist() == low.tolist() and curve.ci[1].tolist() == high.tolist()
     # run b has one session: only a's two vary, each resample's mean within a's spread
     assert (low < curve.mean).all() and (curve.mean < high).all()
+
+
+def test_a_hogwild_run_counts_the_trials_frames_all_workers_together(tmp_path: Path) -> None:
+    """A Hogwild trial's workers each run their share of its frames: its run is the cell's at
+    the trial's budget, and its curve is drawn at the trial's frames (a worker's times the
+    workers), on the axis of the other algorithms' runs."""
+    data = tmp_path / "docs" / "results"
+    write_run(data / "a3c_a", "a3c_cartpole", [[10.0, 20.0, 30.0]] * 2, "A3C", hogwild=True)
+    cell = results.Cell(
+        algorithm="A3C", spec_file="a3c/a3c.json", spec_name="a3c_cartpole", frames=600
+    )
+    env = results.EnvResults(env="CartPole-v1", family="Classic control", cells=[cell])
+    assert results.read_run(data, "a3c_a", env, cell).name == "a3c_a"
+    curve = read_pooled_curve([data / "a3c_a"])
+    assert curve.frames.tolist() == [200, 400, 600] and curve.mean.tolist() == [10.0, 20.0, 30.0]
+    budget = dataclasses.replace(cell, frames=300)  # a worker's frames are not the trial's
+    with pytest.raises(results.ResultsError, match="ended at frame 600, the cell's budget is 300"):
+        results.read_run(data, "a3c_a", env, budget)
 
 
 def test_slm_lab_plot_pool_draws_one_curve_per_cell(tmp_path: Path) -> None:
