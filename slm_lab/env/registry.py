@@ -172,7 +172,7 @@ FAMILIES: list[Family] = [
         None,
         "an Atari game's v5 id is namespaced: use ALE/{game}-v5",
     ),
-    Family("MuJoCo Playground", r"playground/.+", None, f"MuJoCo Playground {NOT_YET}"),
+    Family("MuJoCo Playground", r"playground/.+", "slm_lab.env.playground_backend"),
     Family("Gymnasium", r".*", "slm_lab.env.gym_backend"),  # the last: it takes every id
 ]
 

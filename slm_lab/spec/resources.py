@@ -23,7 +23,7 @@ def check_memory_fit(spec: Spec, sessions: int) -> None:
     their replay at the start; refused when together they need more memory than this machine
     has available now (before a run that would fail or swap midway)."""
     memory, algo = spec.agent.memory, spec.agent.algorithm
-    if not isinstance(memory, ReplayConfig) or not algo.needs_net:
+    if not isinstance(memory, ReplayConfig) or not algo.needs_net or env_spaces(spec.env) is None:
         return
     from slm_lab.agent.memory.layout import replay_bytes
 
