@@ -160,6 +160,10 @@ class BackendModule(Protocol):
         once the env has loaded assets it downloads at its first load (validation then checks
         the spec's own keys, not its fit to the env)."""
 
+    def fetch_assets(self, config: EnvConfig) -> None:
+        """Before a run's sessions start (in the torch-free run process): download what the env
+        loads at its first use where it can; SpecError in one line where it cannot."""
+
     def frame_stack(self, observation_space: gym.Space) -> int:
         """EnvInfo.frame_stack of its env with this observation space, known before the env is
         made (validation sizes a replay with it)."""

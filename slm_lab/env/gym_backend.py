@@ -410,5 +410,9 @@ class GymVecEnv:
         self.vec.close()
 
 
+def fetch_assets(config: EnvConfig) -> None:
+    """Nothing to download: Gymnasium's and ALE's envs ship with their packages."""
+
+
 make = GymVecEnv  # the backend module's constructor (see slm_lab.env.backend.BackendModule)
 frame_stack = GymVecEnv.frame_stack

@@ -31,6 +31,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import time
 import warnings
 from collections import deque
@@ -66,6 +67,11 @@ OWN_KEYS = {
     "full_reset": "reset a finished env to a fresh random state (Playground's full_reset) "
     "instead of the first state it started from (Brax's default, false)"
 }
+# Playground's own download of MuJoCo Menagerie, into the folder given (its default one)
+FETCH_MENAGERIE = (
+    "import sys; from etils import epath; from mujoco_playground._src import mjx_env; "
+    "mjx_env.MENAGERIE_PATH = epath.Path(sys.argv[1]); mjx_env.ensure_menagerie_exists()"
+)
 # what a compile writes to the persistent cache: any compile longer than this (seconds)
 MIN_CACHED_COMPILE_S = 0.5
 
@@ -147,13 +153,41 @@ def _check_name(config: EnvConfig) -> str:
     return name
 
 
+def menagerie_path() -> Path:
+    """Where Playground keeps MuJoCo Menagerie (its package folder; nothing imported)."""
+    package = importlib.util.find_spec("mujoco_playground").submodule_search_locations[0]
+    return Path(package) / "external_deps" / "mujoco_menagerie"
+
+
 def menagerie_missing(name: str) -> bool:
     """Whether the env needs MuJoCo Menagerie's assets (locomotion and manipulation) and they
-    are not here yet (Playground keeps them in its package folder; nothing imported)."""
-    if table()["envs"][name] is not None:
-        return False
-    package = importlib.util.find_spec("mujoco_playground").submodule_search_locations[0]
-    return not (Path(package) / "external_deps" / "mujoco_menagerie").exists()
+    are not here yet."""
+    return table()["envs"][name] is None and not menagerie_path().exists()
+
+
+def _offline(name: str) -> SpecError:
+    return SpecError(
+        f"env.name: playground/{name} needs MuJoCo Menagerie's robot assets, which are not "
+        "here and could not be downloaded (git clone from github.com failed); Playground "
+        "downloads them on first use where the network is reachable"
+    )
+
+
+def fetch_assets(config: EnvConfig) -> None:
+    """Before a run's sessions start: download MuJoCo Menagerie where the env needs it and it
+    is not here, with Playground's own code in a process of its own (this one stays JAX-free);
+    SpecError in one line when that fails."""
+    name = _check_name(config)
+    if not menagerie_missing(name):
+        return
+    logger.info(f"{config.name}: downloading MuJoCo Menagerie (Playground's robot assets)")
+    done = subprocess.run(
+        [sys.executable, "-c", FETCH_MENAGERIE, str(menagerie_path())],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise _offline(name)
 
 
 def _impl(device: str) -> str:
@@ -182,11 +216,7 @@ def _load(name: str, impl: str) -> Any:
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
             return registry.load(name, config_overrides=overrides)
     except subprocess.CalledProcessError:
-        raise SpecError(
-            f"env.name: playground/{name} needs MuJoCo Menagerie's robot assets, which are not "
-            "here and could not be downloaded (git clone from github.com failed); Playground "
-            "downloads them on first use where the network is reachable"
-        ) from None
+        raise _offline(name) from None
 
 
 def official_action_repeat(name: str) -> int:

@@ -36,6 +36,12 @@ def check_memory_fit(spec: Spec, sessions: int) -> None:
         )
 
 
+def fetch_env_assets(spec: Spec) -> None:
+    """What the env downloads at its first use, fetched before the sessions start (SpecError
+    in one line where it cannot be)."""
+    backend_module(spec.env.name).fetch_assets(spec.env)
+
+
 def check_gpu(spec: Spec) -> None:
     """A net that asks for CUDA (gpu: true) on a machine without an NVIDIA GPU: refused before
     the run, whose sessions would fail building the agent."""
