@@ -138,10 +138,19 @@ def test_terminated_is_done_without_truncation(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_official_action_repeat_comes_from_the_package() -> None:
+    """The package's PPO parameters hold action_repeat 4 for "PendulumSwingUp", a name no env
+    registers (PendulumSwingup does): by the env's name they give 1, so v5's pendulum spec
+    sets 4 itself. A release that fixes the name fails here."""
+    import inspect
+
+    from mujoco_playground import registry
     from mujoco_playground.config import dm_control_suite_params
 
     assert pb.official_action_repeat("CartpoleBalance") == 1
-    assert dm_control_suite_params.brax_ppo_config("PendulumSwingUp").action_repeat == 4
+    assert pb.official_action_repeat("PendulumSwingup") == 1
+    source = inspect.getsource(dm_control_suite_params.brax_ppo_config)
+    assert 'env_name == "PendulumSwingUp"' in source and "action_repeat = 4" in source
+    assert "PendulumSwingUp" not in registry.ALL_ENVS
     env = make("PendulumSwingup", action_repeat=4, max_t=40)
     env.record_episodes()
     env.reset()
@@ -208,7 +217,7 @@ def offline_menagerie(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mujoco_playground._src import mjx_env
 
     monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", tmp_path / "mujoco_menagerie")
-    monkeypatch.setattr(pb, "menagerie_missing", lambda name: pb.table()["envs"][name] is None)
+    monkeypatch.setattr(pb, "menagerie_path", lambda: tmp_path / "mujoco_menagerie")
     monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "file")
 
 
