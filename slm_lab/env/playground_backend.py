@@ -546,8 +546,8 @@ class PlaygroundVecEnv:
             env_state.restore(self.obs_norm.rms, state["obs_rms"])
         self.action_sampler.np_random.bit_generator.state = state["action_sampler_rng"]
         self.returns.extend(state["returns"])
-        self.reset()  # the live state's structure, which the saved leaves fill
-        live, treedef = jax.tree.flatten(self._state)
+        # the live state's structure and dtypes, which the saved leaves fill
+        live, treedef = jax.tree.flatten(self._reset(self._split(self._key)[1])[0])
         saved = env_state.decode(state["sim"])
         self._state = jax.tree.unflatten(
             treedef,
