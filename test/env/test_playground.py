@@ -115,6 +115,24 @@ def test_a_time_limit_keeps_the_true_successor_and_counts_the_episode() -> None:
     assert cut.total_reward == pytest.approx(float(np.mean(rewards / 2.0)), rel=1e-5)
 
 
+@pytest.mark.parametrize("full_reset", [False, True])
+def test_a_finished_env_restarts_from_its_first_state_unless_full_reset(full_reset: bool) -> None:
+    """Playground's auto-reset returns a finished env to the state it first started from
+    (Brax's default) or, with env.full_reset, to a fresh random one; the final observation is
+    kept either way."""
+    max_t = 5
+    env = make("CartpoleBalance", max_t=max_t, full_reset=full_reset)
+    uncut = make("CartpoleBalance", max_t=1000)
+    first = env.reset().copy()
+    uncut.reset()
+    for _ in range(max_t):
+        actions = env.info.sample_actions()
+        t, u = env.step(actions), uncut.step(actions)
+    np.testing.assert_array_equal(t.next_obs, u.next_obs)
+    assert t.truncateds.all()
+    assert np.array_equal(env.obs, first) != full_reset
+
+
 def test_terminated_is_done_without_truncation(monkeypatch: pytest.MonkeyPatch) -> None:
     """A done env that is not at its time limit is terminated (DM Control's envs do not end
     early: the step's outputs are forged here)."""
