@@ -289,20 +289,28 @@ def _agent_obs(obs: Any) -> Any:
 
 
 class _KeepFinalObs:
-    """Between the episode wrapper and the auto-reset one: each step's observation, before a
-    finished episode is reset, goes into the state's preserved info."""
+    """Between the episode wrapper and the auto-reset one: what a step ends with, before a
+    finished episode is reset (its observation, truncation flag, return and length), goes into
+    the state's preserved info, which a reset (full_reset's too) leaves as it is."""
 
     def __init__(self, env: Any) -> None:
         self.env = env
 
     def reset(self, rng: "jax.Array") -> Any:
-        state = self.env.reset(rng)
-        state.info[PRESERVED] = {"final_obs": _agent_obs(state.obs)}
-        return state
+        return self._kept(self.env.reset(rng))
 
     def step(self, state: Any, action: "jax.Array") -> Any:
-        state = self.env.step(state, action)
-        state.info[PRESERVED] = {"final_obs": _agent_obs(state.obs)}
+        return self._kept(self.env.step(state, action))
+
+    @staticmethod
+    def _kept(state: Any) -> Any:
+        metrics = state.info["episode_metrics"]
+        state.info[PRESERVED] = {
+            "final_obs": _agent_obs(state.obs),
+            "truncation": state.info["truncation"],
+            "sum_reward": metrics["sum_reward"],
+            "length": metrics["length"],
+        }
         return state
 
     def __getattr__(self, name: str) -> Any:
@@ -325,15 +333,15 @@ def _program(name: str, impl: str, episode_length: int, action_repeat: int, full
     def outputs(state: Any) -> tuple:
         """What a step hands the host, per env: the agent's next observation, the true
         successor, reward, done, truncation, and the episode's return and length so far."""
-        metrics = state.info["episode_metrics"]
+        kept = state.info[PRESERVED]
         return (
             _agent_obs(state.obs),
-            state.info[PRESERVED]["final_obs"],
+            kept["final_obs"],
             state.reward,
             state.done,
-            state.info["truncation"],
-            metrics["sum_reward"],
-            metrics["length"],
+            kept["truncation"],
+            kept["sum_reward"],
+            kept["length"],
         )
 
     def reset(keys: "jax.Array") -> tuple:
