@@ -431,7 +431,7 @@ def bad_input(case: str, directory: Path) -> tuple[str, str, list[str], str]:
 # -- test tiers --------------------------------------------------------------------------------
 # The slow families (markers registered in pyproject.toml): a test of any of them is also `slow`,
 # so `pytest -m "not slow"` is the fast tier.
-SLOW_FAMILIES = ("cli", "subprocess", "ray", "box2d", "mujoco", "atari")
+SLOW_FAMILIES = ("cli", "subprocess", "ray", "box2d", "mujoco", "atari", "playground")
 # an env's family by the module of its entry point; classic control and the tests' own envs: none
 ENV_FAMILIES = {
     "gymnasium.envs.box2d.": "box2d",

@@ -274,6 +274,7 @@ def run(
             if base in ("dev", "train"):
                 spec_util.check_memory_fit(spec, 1 if info.mode == "dev" else spec.meta.max_session)
                 spec_util.check_gpu(spec)
+            spec_util.fetch_env_assets(spec)
     except SpecError as e:
         _fail(str(e))
     if upload_hf:

@@ -386,5 +386,9 @@ class AtariVecEnv(GymVecEnv):
         return terminateds | lost if self.life_loss_info else terminateds
 
 
+def fetch_assets(config: EnvConfig) -> None:
+    """Nothing to download: Gymnasium's and ALE's envs ship with their packages."""
+
+
 make = AtariVecEnv  # the backend module's constructor (see slm_lab.env.backend.BackendModule)
 frame_stack = AtariVecEnv.frame_stack

@@ -154,9 +154,15 @@ class BackendModule(Protocol):
     """What a backend module (one per env family) provides: the spaces of an env for validation
     (torch-free, nothing stepped) and the backend itself."""
 
-    def spaces(self, config: EnvConfig) -> tuple[gym.Space, gym.Space]:
+    def spaces(self, config: EnvConfig) -> tuple[gym.Space, gym.Space] | None:
         """(observation space as the agent sees it, action space as the env declares it);
-        SpecError with one line when the env cannot be made."""
+        SpecError with one line when the env cannot be made; None when they are known only
+        once the env has loaded assets it downloads at its first load (validation then checks
+        the spec's own keys, not its fit to the env)."""
+
+    def fetch_assets(self, config: EnvConfig) -> None:
+        """Before a run's sessions start (in the torch-free run process): download what the env
+        loads at its first use where it can; SpecError in one line where it cannot."""
 
     def frame_stack(self, observation_space: gym.Space) -> int:
         """EnvInfo.frame_stack of its env with this observation space, known before the env is

@@ -15,7 +15,7 @@ class EnvConfig(Config):
     DEPRECATED = {"frame_op": None, "frame_op_len": None}
 
     name: str = key(
-        doc="a Gymnasium env id or ALE/<Game>-v5; `module:EnvId` imports `module` (your package) first",
+        doc="a Gymnasium env id, ALE/<Game>-v5 or playground/<Name> (MuJoCo Playground, `uv sync --group playground`); `module:EnvId` imports `module` (your package) first",
         required=True,
     )
     max_frame: int = key(

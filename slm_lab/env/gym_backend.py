@@ -65,7 +65,7 @@ def _mujoco_warning(text: str) -> None:
 
 
 @cache
-def _route_mujoco_warnings() -> None:
+def route_mujoco_warnings() -> None:
     """MuJoCo's warnings (a deprecated model attribute, an unstable simulation) go to this
     process's log, each text once, instead of MuJoCo's default: a line on stdout and a
     MUJOCO_LOG.TXT in the working directory at every occurrence."""
@@ -77,7 +77,7 @@ def _route_mujoco_warnings() -> None:
 def _make(name: str, **kwargs: Any) -> gym.Env:
     """gym.make, with MuJoCo's warnings routed to the log first where the env may load MuJoCo."""
     if _uses_mujoco(name):
-        _route_mujoco_warnings()
+        route_mujoco_warnings()
     return gym.make(name, **kwargs)
 
 
@@ -408,6 +408,10 @@ class GymVecEnv:
 
     def close(self) -> None:
         self.vec.close()
+
+
+def fetch_assets(config: EnvConfig) -> None:
+    """Nothing to download: Gymnasium's and ALE's envs ship with their packages."""
 
 
 make = GymVecEnv  # the backend module's constructor (see slm_lab.env.backend.BackendModule)

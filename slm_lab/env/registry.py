@@ -19,7 +19,6 @@ from slm_lab.lib.config import SpecError
 if TYPE_CHECKING:  # the registry itself loads no simulator
     from slm_lab.env.backend import BackendModule
 
-NOT_YET = "is not available yet in this release"
 OUT_OF_DATE = ".*is out of date"  # Gymnasium's colored warning on an id with a newer version
 # the games ALE v5 registers, as its ids spell them (ALE/<Game>-v5): a legacy id of one of them,
 # e.g. VideoPinball-v0, is an Atari id, while another unknown <Name>-v0 is just not registered.
@@ -172,7 +171,7 @@ FAMILIES: list[Family] = [
         None,
         "an Atari game's v5 id is namespaced: use ALE/{game}-v5",
     ),
-    Family("MuJoCo Playground", r"playground/.+", None, f"MuJoCo Playground {NOT_YET}"),
+    Family("MuJoCo Playground", r"playground/.+", "slm_lab.env.playground_backend"),
     Family("Gymnasium", r".*", "slm_lab.env.gym_backend"),  # the last: it takes every id
 ]
 

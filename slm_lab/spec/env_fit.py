@@ -20,9 +20,10 @@ from slm_lab.spec.schema import Spec
 _SPACES: dict[str, tuple[Any, Any]] | None = None
 
 
-def env_spaces(env: EnvConfig) -> tuple[Any, Any]:
+def env_spaces(env: EnvConfig) -> tuple[Any, Any] | None:
     """(observation space as the agent sees it, action space) of the env a spec names, from
-    the backend that runs it."""
+    the backend that runs it; None for an env whose spaces are known only once it loads assets
+    it downloads at its first load (MuJoCo Playground's robots)."""
     if _SPACES is None:
         return backend_module(env.name).spaces(env)
     key = repr(env)
@@ -52,7 +53,9 @@ def check_env_fit(spec: Spec) -> None:
     from slm_lab.env.spaces import is_bounded
 
     agent, env, algo = spec.agent, spec.env, spec.agent.algorithm
-    obs_space, action_space = env_spaces(env)
+    if (spaces := env_spaces(env)) is None:
+        return  # the spec's own keys are checked; its fit to the env once the env loads
+    obs_space, action_space = spaces
     if (newer := newer_version(env.name)) is not None:
         from loguru import logger
 

@@ -24,7 +24,7 @@ from loguru import logger
 from slm_lab import SPEC_DIR
 from slm_lab.env.clock import Clock
 from slm_lab.env.config import EnvConfig
-from slm_lab.env.registry import backend_module
+from slm_lab.env.registry import backend_module, family_of
 from slm_lab.lib.config import parse
 from slm_lab.lib.util import counted
 
@@ -54,6 +54,7 @@ TABLE_ENVS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+PLAYGROUND = "MuJoCo Playground"  # its DM Control envs: `--playground` adds them to the table
 # env arguments that change how fast an env steps, not its task
 NOT_TASK_KWARGS = {"num_threads", "thread_affinity_offset"}
 
@@ -87,10 +88,18 @@ def compute(
     seed: int = 0,
 ) -> float:
     """The mean return of `episodes` episodes of uniformly random actions, on the env as the
-    backend that trains on it builds it (one env, no reward transforms)."""
-    env_spec = {"name": name, "max_frame": 1, "max_t": max_t, "action_repeat": action_repeat}
+    backend that trains on it builds it (one env, no reward transforms; a Playground env: as
+    many as `episodes`, stepped together in one jitted call)."""
+    num_envs = episodes if family_of(name).name == PLAYGROUND else 1
+    env_spec = {
+        "name": name,
+        "max_frame": 1,
+        "max_t": max_t,
+        "action_repeat": action_repeat,
+        "num_envs": num_envs,
+    }
     config = parse(EnvConfig, {**env_spec, **kwargs}, "env")
-    env = backend_module(name).make(config, seed, Clock(config.max_frame, 1), gamma=1.0)
+    env = backend_module(name).make(config, seed, Clock(config.max_frame, num_envs), gamma=1.0)
     env.record_episodes()
     env.reset()
     returns: list[float] = []
@@ -152,6 +161,19 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--check-ale"]:
         check_ale(sys.argv[2:])
         sys.exit()
+    if sys.argv[1:2] == ["--playground"]:  # the 25 DM Control envs, added to the table
+        from slm_lab.env import playground_backend
+
+        envs = [k for k, v in playground_backend.table()["envs"].items() if v is not None]
+        table = _read(TABLE_PATH)
+        for env in envs:
+            name = playground_backend.PREFIX + env
+            table[name] = compute(name, {}, TABLE_EPISODES)
+            print(f"{name}: {table[name]:.3f}", flush=True)
+        TABLE_PATH.write_text(json.dumps(table, indent=2) + "\n")
+        sys.exit()
+    kept = {k: v for k, v in _read(TABLE_PATH).items() if family_of(k).name == PLAYGROUND}
     table = {baseline_key(n, kw): compute(n, kw, TABLE_EPISODES) for n, kw in TABLE_ENVS}
+    table = {**table, **kept}
     TABLE_PATH.write_text(json.dumps(table, indent=2) + "\n")
     print(json.dumps(table, indent=2))

@@ -23,7 +23,7 @@ def check_memory_fit(spec: Spec, sessions: int) -> None:
     their replay at the start; refused when together they need more memory than this machine
     has available now (before a run that would fail or swap midway)."""
     memory, algo = spec.agent.memory, spec.agent.algorithm
-    if not isinstance(memory, ReplayConfig) or not algo.needs_net:
+    if not isinstance(memory, ReplayConfig) or not algo.needs_net or env_spaces(spec.env) is None:
         return
     from slm_lab.agent.memory.layout import replay_bytes
 
@@ -34,6 +34,12 @@ def check_memory_fit(spec: Spec, sessions: int) -> None:
         raise SpecError(
             f"agent.memory.max_size: {sessions} session{'s' if sessions > 1 else ''} x {format_bytes(one)} replay = {format_bytes(total)}, more than the {format_bytes(available)} available; lower {hint}"
         )
+
+
+def fetch_env_assets(spec: Spec) -> None:
+    """What the env downloads at its first use, fetched before the sessions start (SpecError
+    in one line where it cannot be)."""
+    backend_module(spec.env.name).fetch_assets(spec.env)
 
 
 def check_gpu(spec: Spec) -> None:

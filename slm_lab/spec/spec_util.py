@@ -31,7 +31,7 @@ from slm_lab.spec.parse import (
     substitute,
     unresolved_vars,
 )
-from slm_lab.spec.resources import check_gpu, check_memory_fit, memory_layout
+from slm_lab.spec.resources import check_gpu, check_memory_fit, fetch_env_assets, memory_layout
 from slm_lab.spec.schedules import (
     schedule_warnings,
     update_warning,
@@ -61,6 +61,7 @@ __all__ = [
     "did_you_mean",
     "env_spaces",
     "env_suffix",
+    "fetch_env_assets",
     "file_placeholders",
     "find_spec_file",
     "get_spec",

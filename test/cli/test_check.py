@@ -131,10 +131,6 @@ def test_run_without_env_name_is_one_line(in_tmp: Path) -> None:
             {"env.name": "PongNoFrameskip-v4"},
             "env.name: PongNoFrameskip-v4: a legacy Atari id; SLM Lab runs ALE v5: use ALE/Pong-v5",
         ),
-        (
-            {"env.name": "playground/CartpoleBalance"},
-            "MuJoCo Playground is not available yet",
-        ),
         ({"agent.algorithm.symlog": True}, "agent.algorithm.symlog: symlog value compression"),
         ({"agent.algorithm.spectral_norm": True}, "spectral normalization of the critic"),
     ],

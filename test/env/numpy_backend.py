@@ -37,6 +37,10 @@ def spaces(config: EnvConfig) -> tuple[gym.Space, gym.Space]:
     return gym.spaces.Box(0.0, 1.0, (LENGTH,), np.float32), gym.spaces.Discrete(2)
 
 
+def fetch_assets(config: EnvConfig) -> None:
+    """Nothing to download."""
+
+
 def frame_stack(observation_space: gym.Space) -> int:
     return 1
 
