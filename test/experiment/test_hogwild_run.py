@@ -22,7 +22,9 @@ A3C_FILE = "slm_lab/spec/benchmark/a3c/a3c_gae_cartpole.json"
 A3C = "a3c_gae_cartpole"
 WORKERS = 2
 MAX_FRAME = 40_000  # the trial's: 20,000 frames a worker
-LOG_FREQUENCY = 500  # set here: a multiple of the 4 envs' frames per vector step, so rows fall on it
+LOG_FREQUENCY = (
+    500  # set here: a multiple of the 4 envs' frames per vector step, so rows fall on it
+)
 STOP_AFTER_ROWS = 3  # Ctrl-C once every worker has written this many rows
 TIMEOUT_S = 300
 
