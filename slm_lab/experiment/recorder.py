@@ -92,6 +92,11 @@ class RowsCsv:
         else:
             self.file.close()
 
+    def release(self) -> None:
+        """Close the file as it is (a session that failed: its rows so far are written)."""
+        if self.file is not None:
+            self.file.close()
+
 
 class Recorder:
     """A session's rows and episodes, to files, TensorBoard and the console."""
@@ -180,5 +185,14 @@ class Recorder:
         self.csv.close(rows)
         if eval_rows is not None:
             self.eval_csv.close(eval_rows)
+        if self.episodes_file is not None:
+            self.episodes_file.close()
+
+    def release(self) -> None:
+        """Close the open files as they are, writing nothing more (a session that failed)."""
+        if self.writer is not None:
+            self.writer.close()
+        self.csv.release()
+        self.eval_csv.release()
         if self.episodes_file is not None:
             self.episodes_file.close()

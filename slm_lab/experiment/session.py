@@ -98,15 +98,19 @@ class Session:
             logger.debug(f"the state a resume cannot restore: {native}")
         agent, env, clock, dev = self.agent, self.env, self.clock, self.dev_checks
         request = stop.REQUEST
-        while not clock.done():
-            if request.signum is not None:
-                self.stop()
-            t = env.step(agent.act(env.obs))
-            if dev is not None:
-                dev.step(env.obs, t.actions, t.rewards)
-            agent.update(t)
-            if clock.frame >= self.next_ckpt or clock.done():
-                self.checkpoint()
+        try:
+            while not clock.done():
+                if request.signum is not None:
+                    self.stop()
+                t = env.step(agent.act(env.obs))
+                if dev is not None:
+                    dev.step(env.obs, t.actions, t.rewards)
+                agent.update(t)
+                if clock.frame >= self.next_ckpt or clock.done():
+                    self.checkpoint()
+        except Exception:
+            self.recorder.release()  # a session run in its caller's process leaks no file
+            raise
         self.close()
         return self.finish()
 

@@ -1,11 +1,13 @@
 """A user's own env through the real CLI: `module:EnvId`, every standard observation space,
 a Discrete action space that does not start at 0, and a session that crashes."""
 
+import gc
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -187,7 +189,12 @@ def test_session_whose_every_step_is_non_finite_stops_with_one_line(
     spec["env"]["max_frame"] = 2000
     spec["agent"]["algorithm"]["training_epoch"] = 125  # 2 minibatches each: 250 steps a call
     path = write_spec_file(in_tmp / "s.json", {"user": spec})
-    result = invoke(["run", str(path), "user", "train", "--log-level", "WARNING"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        result = invoke(["run", str(path), "user", "train", "--log-level", "WARNING"])
+        gc.collect()
+    # the failed session, run in this process, closed its rows and episodes files
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
     assert result.exit_code == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: no session of user completed: ")
