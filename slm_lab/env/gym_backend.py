@@ -348,16 +348,10 @@ class GymVecEnv:
         return float(np.mean(queue)) if queue else float("nan")
 
     def obs_stats(self) -> dict[str, Any] | None:
-        rms = self.obs_norm.rms
-        if rms is None:
-            return None
-        return {"mean": rms.mean.copy(), "var": rms.var.copy(), "count": float(rms.count)}
+        return self.obs_norm.stats()
 
     def set_obs_stats(self, stats: dict[str, Any] | None, frozen: bool) -> None:
-        if stats is not None:
-            rms = self.obs_norm.rms
-            rms.mean, rms.var, rms.count = stats["mean"].copy(), stats["var"].copy(), stats["count"]
-        self.obs_norm.update_running_mean = not frozen
+        self.obs_norm.set_stats(stats, frozen)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: normalizers, episode stats, sim state."""

@@ -47,3 +47,17 @@ class ObsNormalizer:
         if self.clip is not None:
             obs = np.clip(obs, -self.clip, self.clip)
         return obs
+
+    def stats(self) -> dict[str, Any] | None:
+        """A copy of the running statistics (None: observations are not normalized)."""
+        if self.rms is None:
+            return None
+        rms = self.rms
+        return {"mean": rms.mean.copy(), "var": rms.var.copy(), "count": float(rms.count)}
+
+    def set_stats(self, stats: dict[str, Any] | None, frozen: bool) -> None:
+        """Take `stats` (None: keep its own) and, if `frozen`, stop updating them."""
+        if stats is not None:
+            rms = self.rms
+            rms.mean, rms.var, rms.count = stats["mean"].copy(), stats["var"].copy(), stats["count"]
+        self.update_running_mean = not frozen
