@@ -338,9 +338,13 @@ def _train(
     )
     metrics = trial.run()
     if trial.stopped:
-        frame = min(trial.stopped.values())
+        if spec.meta.hogwild:  # each worker runs its share: the trial's frame is their sum
+            frame = sum(trial.stopped.values())
+            where = f"frame {frame} of {spec.env.max_frame} (all {len(trial.stopped)} workers)"
+        else:
+            where = f"frame {min(trial.stopped.values())} of {spec.env.max_frame}"
         typer.echo(
-            f"stopped at frame {frame} of {spec.env.max_frame}, every session saved; resume with: uv run slm-lab run train@{layout.root}",
+            f"stopped at {where}, every session saved; resume with: uv run slm-lab run train@{layout.root}",
             err=True,
         )
         # the sessions stopped on a signal of their own (their fork server ended): as SIGTERM

@@ -110,6 +110,11 @@ def test_ctrl_c_and_train_at_resume_every_hogwild_worker(tmp_path: Path) -> None
     ), last
     per_worker = MAX_FRAME // WORKERS
     rows_before = [read_session_df(run_dir, s) for s in range(WORKERS)]
+    # the trial's frame: its workers' frames together, each at or past its last row
+    stopped_at = int(last.removeprefix("stopped at frame ").split()[0])
+    rows_frames = sum(int(df["frame"].iloc[-1]) for df in rows_before)
+    assert rows_frames <= stopped_at < rows_frames + WORKERS * LOG_FREQUENCY, last
+    assert f"of {MAX_FRAME} (all {WORKERS} workers)" in last
     episodes_before = episodes(run_dir)  # worker 0 writes every episode, as session 0 does
     assert all(STOP_AFTER_ROWS <= len(df) < per_worker // LOG_FREQUENCY for df in rows_before)
     steps_before, opt_steps_before = global_steps(run_dir), worker_opt_steps(run_dir)
