@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from vs_sb3 import OUT_DIR, ROOT, pin_torch_threads
+from vs_sb3 import ROOT, pin_torch_threads, write_report
 
 ENV_ID = "ALE/Pong-v5"
 NUM_ENVS = 16  # the benchmark specs' env.num_envs
@@ -318,23 +318,7 @@ def main(
                 for t, r in p["results"].items()
             )
         )
-    report |= {
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "cpu_count": os.cpu_count(),
-        "versions": versions(),
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    out = OUT_DIR / "atari_rollout.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    typer.echo(f"wrote {out.relative_to(ROOT)}")
-
-
-def versions() -> dict[str, str]:
-    from importlib.metadata import version
-
-    return {pkg: version(pkg) for pkg in ("ale-py", "gymnasium", "numpy", "torch")}
+    write_report("atari_rollout", report, load_before, ("ale-py", "gymnasium", "numpy", "torch"))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Torch has one thread. Results go to bench/out/mujoco_rollout.json with the load 
 usage: uv run --group bench python bench/mujoco_rollout.py [--rounds 5] [--steps 2000]
 """
 
-import json
 import os
 import statistics
 import time
@@ -29,7 +28,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from vs_sb3 import OUT_DIR, ROOT, pin_torch_threads
+from vs_sb3 import ROOT, pin_torch_threads, write_report
 
 ENV_ID = "Hopper-v5"
 SPEC = (ROOT / "slm_lab" / "spec" / "benchmark" / "ppo" / "ppo_mujoco.json", "ppo_mujoco")
@@ -154,9 +153,7 @@ def main(
         f"ours / raw {median_ratio['fps']:.3f} | per CPU s: raw {median['raw']['cpu_fps']:.0f}, "
         f"ours {median['ours']['cpu_fps']:.0f}, ours / raw {median_ratio['cpu_fps']:.3f} (goal >= 0.6)"
     )
-    from importlib.metadata import version
-
-    report = {
+    results = {
         "env": ENV_ID,
         "num_envs": spec.env.num_envs,
         "vectorization_mode": chosen,
@@ -167,16 +164,8 @@ def main(
         "median": median,
         "ratios_over_raw": ratios,
         "median_ratio_over_raw": median_ratio,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "cpu_count": os.cpu_count(),
-        "versions": {p: version(p) for p in ("gymnasium", "mujoco", "numpy", "torch")},
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    out = OUT_DIR / "mujoco_rollout.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    typer.echo(f"wrote {out.relative_to(ROOT)}")
+    write_report("mujoco_rollout", results, load_before, ("gymnasium", "mujoco", "numpy", "torch"))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ median fps (env steps over all envs per wall second) of each and the paired rati
 usage: uv run --group playground python bench/playground_rollout.py [--rounds 2] [--steps 50]
 """
 
-import json
 import os
 import statistics
 import time
@@ -27,7 +26,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from vs_sb3 import OUT_DIR, ROOT, pin_torch_threads
+from vs_sb3 import ROOT, pin_torch_threads, write_report
 
 ENVS = ("CartpoleBalance", "CheetahRun")
 NUM_ENVS = (64, 512, 2048)
@@ -138,23 +137,12 @@ def main(
                 f"{env} x{n}: raw fps {median['raw']:.0f}, ours {median['ours']:.0f}, ours / raw "
                 f"{statistics.median(ratios):.3f} (goal >= 0.9)"
             )
-    from importlib.metadata import version
-
-    report = {
-        "steps": steps,
-        "warmup": warmup,
-        "rounds": rounds,
-        "results": results,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "cpu_count": os.cpu_count(),
-        "versions": {p: version(p) for p in ("playground", "jax", "mujoco", "numpy", "torch")},
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    out = OUT_DIR / "playground_rollout.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    typer.echo(f"wrote {out.relative_to(ROOT)}")
+    write_report(
+        "playground_rollout",
+        {"steps": steps, "warmup": warmup, "rounds": rounds, "results": results},
+        load_before,
+        ("playground", "jax", "mujoco", "numpy", "torch"),
+    )
 
 
 if __name__ == "__main__":

@@ -15,16 +15,14 @@ usage: uv run --group playground python bench/playground_train_split.py \
     [--frames 491520] [--env CartpoleBalance] [--spec-name ppo_playground] [-s KEY=VALUE ...]
 """
 
-import json
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from floor import CLOCKS, now, since, timed
-from vs_sb3 import OUT_DIR, ROOT
+from vs_sb3 import ROOT, write_report
 
 SPEC_FILE = ROOT / "slm_lab" / "spec" / "benchmark" / "ppo" / "ppo_playground.yaml"
 PARTS = ("env", "acting", "training", "update_other", "recording", "checkpoints", "evaluation")
@@ -98,9 +96,7 @@ def main(
         typer.echo(
             f"  {part:13s} wall {t['wall']:7.1f} s ({t['wall'] / wall:6.1%})  cpu {t['cpu']:7.1f} s"
         )
-    from importlib.metadata import version
-
-    report = {
+    results = {
         "spec": spec_name,
         "env": env,
         "num_envs": spec.env.num_envs,
@@ -109,16 +105,9 @@ def main(
         "timed_frames": timed_frames,
         "fps": timed_frames / wall,
         "seconds": totals,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "cpu_count": os.cpu_count(),
-        "versions": {p: version(p) for p in ("playground", "jax", "mujoco", "torch")},
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    out = OUT_DIR / "playground_train_split.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    typer.echo(f"wrote {out.relative_to(ROOT)}")
+    packages = ("playground", "jax", "mujoco", "torch")
+    write_report("playground_train_split", results, load_before, packages)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,28 @@ SPEC_DIR = ROOT / "slm_lab" / "spec" / "benchmark"
 LIBS = ("slm_lab", "sb3")
 MIB = 1024**2
 
+
+def write_report(
+    name: str, results: dict[str, Any], load_before: tuple[float, ...], packages: tuple[str, ...]
+) -> Path:
+    """A benchmark's JSON report, bench/out/NAME.json: `results` with the machine's state around
+    them (load averages before and after, CPU count, package versions, time); says where."""
+    from importlib.metadata import version
+
+    report = results | {
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "cpu_count": os.cpu_count(),
+        "versions": {p: version(p) for p in packages},
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out = OUT_DIR / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    typer.echo(f"wrote {out.relative_to(ROOT)}")
+    return out
+
+
 Runner = Callable[[int, int], dict[str, Any]]  # (frames, seed) -> result dict
 ModelBuilder = Callable[[int], tuple[Any, Any]]  # seed -> (SB3 model, its vector env)
 
