@@ -119,6 +119,8 @@ MEMORY_OF = {
 # columns that depend on the wall clock, so differ between otherwise identical runs
 TIMING_COLUMNS = ["wall_t", "fps"]
 
+UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
+
 
 def make_spec(
     algo: str = "ppo",

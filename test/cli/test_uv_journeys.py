@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    UV,
     ConsoleRun,
     make_spec,
     progress_lines,
@@ -20,7 +21,6 @@ from hub_server import HubState, Repo, fake_run, folder_files, shared, stand_in
 
 from slm_lab import ROOT_DIR
 
-UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
 TIMEOUT_S = 300
 
 

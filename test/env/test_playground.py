@@ -10,7 +10,6 @@ import contextlib
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +18,9 @@ import pytest
 pytest.importorskip("mujoco_playground")
 
 import pandas as pd  # noqa: E402
-from conftest import assert_same_run_files, invoke, read_session_df, run_dirs  # noqa: E402
+from conftest import UV, assert_same_run_files, invoke, read_session_df, run_dirs  # noqa: E402
 
-from slm_lab import SPEC_DIR  # noqa: E402
+from slm_lab import ROOT_DIR, SPEC_DIR  # noqa: E402
 from slm_lab.agent.algorithm.base import Algorithm  # noqa: E402
 from slm_lab.env import playground_backend as pb  # noqa: E402
 from slm_lab.env.clock import Clock  # noqa: E402
@@ -388,9 +387,12 @@ def test_normal_tanh_trains_on_a_playground_env(tmp_path: Path) -> None:
 @pytest.mark.cli
 @pytest.mark.subprocess
 def test_uv_run_slm_lab_dev_writes_trial_metrics(tmp_path: Path) -> None:
-    args = [a for a in run_args("ppo_playground", "dev") if a != "meta.random_seed=7"]
+    """`uv run slm-lab run ... dev` as README shows it, after `uv sync --group playground`."""
+    args = run_args("ppo_playground", "dev")
+    seed = args.index("meta.random_seed=7")
+    del args[seed - 1 : seed + 1]  # its own seed, as a user's run draws one
     out = subprocess.run(
-        [sys.executable, "-m", "slm_lab.cli.main", *args],
+        [UV, "run", "--project", str(ROOT_DIR), "slm-lab", *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import invoke, read_session_df, run_dirs
+from conftest import UV, invoke, read_session_df, run_dirs
 
 from slm_lab import ROOT_DIR
 
-UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
 A3C_FILE = "slm_lab/spec/benchmark/a3c/a3c_gae_cartpole.json"
 A3C = "a3c_gae_cartpole"
 WORKERS = 2

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 import psutil
 import pytest
-from conftest import invoke, load, make_spec, run_dirs, write_spec_file
+from conftest import UV, invoke, load, make_spec, run_dirs, write_spec_file
 
 from slm_lab import ROOT_DIR
 from slm_lab.experiment.analysis import TRIAL_METRICS
@@ -35,7 +35,6 @@ from slm_lab.spec.spec_util import SpecError
 
 NAME = "ppo_search"
 SLM_LAB = str(Path(sys.executable).parent / "slm-lab")
-UV = os.environ.get("UV", "uv")  # the uv that runs the tests (uv run sets UV)
 PNG_MAGIC = b"\x89PNG"
 CLUSTER_CPUS = 2
 GAMMA = "agent.algorithm.gamma"
