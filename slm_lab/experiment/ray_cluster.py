@@ -114,9 +114,9 @@ def stop_ray() -> None:
     """Disconnect from Ray, and end the processes of a Ray this process started. Its daemons
     run with SIGTERM blocked (init_ray), so Ray's graceful stop (SIGTERM, then a second's wait
     before SIGKILL, daemon by daemon) waited out 4-5 s on every search: they get SIGKILL at
-    once, as they would a second later, and so do the agents the raylet started, which a
-    graceful stop would have ended."""
-    node = ray._private.worker._global_node
+    once, as they would a second later, and so do the agents the raylet started (they outlive
+    a raylet killed at once)."""
+    node = getattr(ray._private.worker, "_global_node", None)  # Ray's own handle on what it started
     if node is None or os.environ.get("RAY_ADDRESS"):
         ray.shutdown()
         return
