@@ -20,6 +20,12 @@ folder), so a second run of an env and shape skips the compile. The env state is
 arrays with its PRNG keys: `state_dict` saves it as numpy arrays, so a resume continues the
 episodes in progress exactly.
 
+A video (`render_mode="rgb_array"`, `enjoy --record`) shows env 0: its state after each reset
+and step, drawn with MuJoCo's renderer on the host (`_Frames`); a step that ends its episode
+gives the final state's frame, then the reset one's, as Gymnasium's same-step auto-reset does.
+That compiles a program of its own, which hands env 0's pose to the host; training's is
+unchanged. A window (`render_mode="human"`) is not available.
+
 Locomotion and manipulation envs need MuJoCo Menagerie's robot assets, which Playground clones
 from GitHub at their first load; where that cannot happen, the env fails in one line.
 """
@@ -43,6 +49,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
+from slm_lab.env import render
 from slm_lab.env import state as env_state
 from slm_lab.env.backend import EnvInfo, FinishedEpisodes, agent_obs_dtype
 from slm_lab.env.clock import Clock
@@ -62,6 +69,9 @@ EPISODE_STATS_WINDOW = 100  # total_reward is the mean return of up to this many
 STATE_KEY = "state"  # the policy's entry of a dict observation
 # Playground's auto-reset wrapper carries this info entry over a reset (its documented hook)
 PRESERVED = "AutoResetWrapper_preserve_info"
+# what a frame is drawn from: the arrays of the state's data that Playground's render_array sets
+POSE = ("qpos", "qvel", "mocap_pos", "mocap_quat", "xfrc_applied")
+FRAME_SIZE = (240, 320)  # (height, width) of a video's frames: Playground's own render default
 # the env keys a Playground env takes besides SLM Lab's own
 OWN_KEYS = {
     "full_reset": "reset a finished env to a fresh random state (Playground's full_reset) "
@@ -288,13 +298,19 @@ def _agent_obs(obs: Any) -> Any:
     return obs[STATE_KEY] if isinstance(obs, dict) else obs
 
 
+def _pose(data: Any) -> dict[str, Any]:
+    return {key: getattr(data, key) for key in POSE}
+
+
 class _KeepFinalObs:
     """Between the episode wrapper and the auto-reset one: what a step ends with, before a
-    finished episode is reset (its observation, truncation flag, return and length), goes into
-    the state's preserved info, which a reset (full_reset's too) leaves as it is."""
+    finished episode is reset (its observation, truncation flag, return and length; with
+    `pose`, what its frame is drawn from), goes into the state's preserved info, which a reset
+    (full_reset's too) leaves as it is."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, pose: bool) -> None:
         self.env = env
+        self.pose = pose
 
     def reset(self, rng: "jax.Array") -> Any:
         return self._kept(self.env.reset(rng))
@@ -302,15 +318,17 @@ class _KeepFinalObs:
     def step(self, state: Any, action: "jax.Array") -> Any:
         return self._kept(self.env.step(state, action))
 
-    @staticmethod
-    def _kept(state: Any) -> Any:
+    def _kept(self, state: Any) -> Any:
         metrics = state.info["episode_metrics"]
-        state.info[PRESERVED] = {
+        kept = {
             "final_obs": _agent_obs(state.obs),
             "truncation": state.info["truncation"],
             "sum_reward": metrics["sum_reward"],
             "length": metrics["length"],
         }
+        if self.pose:
+            kept["final_pose"] = _pose(state.data)
+        state.info[PRESERVED] = kept
         return state
 
     def __getattr__(self, name: str) -> Any:
@@ -318,9 +336,18 @@ class _KeepFinalObs:
 
 
 @functools.cache
-def _program(name: str, impl: str, episode_length: int, action_repeat: int, full_reset: bool):
+def _program(
+    name: str,
+    impl: str,
+    episode_length: int,
+    action_repeat: int,
+    full_reset: bool,
+    pose: bool = False,
+):
     """(env, jitted reset, jitted step) of an env, once per process; JAX compiles each for the
-    shapes it is called with, and the persistent cache keeps them across processes."""
+    shapes it is called with, and the persistent cache keeps them across processes. `pose`
+    (a video's program): their outputs end with env 0's pose after the call and, at an episode's
+    end, before its reset (`_pose`'s arrays)."""
     jax = _jax()
     from brax.envs.wrappers import training as brax_training
     from mujoco_playground import wrapper
@@ -328,13 +355,13 @@ def _program(name: str, impl: str, episode_length: int, action_repeat: int, full
     env = _load(name, impl)
     wrapped = brax_training.VmapWrapper(env)
     wrapped = brax_training.EpisodeWrapper(wrapped, episode_length, action_repeat)
-    wrapped = wrapper.BraxAutoResetWrapper(_KeepFinalObs(wrapped), full_reset=full_reset)
+    wrapped = wrapper.BraxAutoResetWrapper(_KeepFinalObs(wrapped, pose), full_reset=full_reset)
 
     def outputs(state: Any) -> tuple:
         """What a step hands the host, per env: the agent's next observation, the true
         successor, reward, done, truncation, and the episode's return and length so far."""
         kept = state.info[PRESERVED]
-        return (
+        out = (
             _agent_obs(state.obs),
             kept["final_obs"],
             state.reward,
@@ -343,6 +370,10 @@ def _program(name: str, impl: str, episode_length: int, action_repeat: int, full
             kept["sum_reward"],
             kept["length"],
         )
+        if not pose:
+            return out
+        first = functools.partial(jax.tree.map, lambda x: x[0])
+        return (*out, (first(_pose(state.data)), first(kept["final_pose"])))
 
     # The state crosses the jit boundary as a flat list of its arrays: flattening and
     # rebuilding MJX's nested dataclasses on every call cost the host more than a tenth of
@@ -369,8 +400,40 @@ def _strong(jax: Any, tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.lax.convert_element_type(x, x.dtype), tree)
 
 
+class _Frames:
+    """Env 0's frames since the last `pop`, each drawn from a pose (`_pose`'s arrays) as
+    Playground's `render_array` draws a state, with one `mujoco.Renderer` kept for them all:
+    FRAME_SIZE pixels, from the model's first camera (its free camera where it has none)."""
+
+    def __init__(self, mj_model: Any) -> None:
+        import mujoco
+
+        self.mujoco = mujoco
+        self.model = mj_model
+        self.data = mujoco.MjData(mj_model)
+        self.renderer = mujoco.Renderer(mj_model, *FRAME_SIZE)
+        self.camera = 0 if mj_model.ncam else -1
+        self.frames: list[np.ndarray] = []
+
+    def add(self, pose: dict[str, Any]) -> None:
+        for key, value in pose.items():
+            setattr(self.data, key, np.asarray(value))
+        self.mujoco.mj_forward(self.model, self.data)
+        self.renderer.update_scene(self.data, camera=self.camera)
+        self.frames.append(self.renderer.render())
+
+    def pop(self) -> list[np.ndarray]:
+        frames, self.frames = self.frames, []
+        return frames
+
+    def close(self) -> None:
+        self.renderer.close()
+
+
 class PlaygroundVecEnv:
-    """`num_envs` MuJoCo Playground envs stepped together in one jitted call (an EnvBackend)."""
+    """`num_envs` MuJoCo Playground envs stepped together in one jitted call (an EnvBackend).
+    `render_mode` "rgb_array": `frames` gives env 0's (`_Frames`), `frame_rate` their real-time
+    rate, 1 / (the env's control step `dt` x action_repeat)."""
 
     def __init__(
         self,
@@ -384,17 +447,18 @@ class PlaygroundVecEnv:
         device: str = "cpu",
     ) -> None:
         name = _check_name(config)
-        if render_mode is not None:
+        if render_mode not in (None, render.RENDER_MODE):
             raise SpecError(
-                f"env.name: {config.name}: rendering a Playground env (--render, --record) is "
-                "not supported (its renderer is MuJoCo's OpenGL one, per state, off the jitted "
-                "step)"
+                f"--render: a Playground env ({config.name}) cannot be shown in a window; "
+                "record a video of it with --record"
             )
         if seq_len:
             raise SpecError(
                 f"agent.net: a RecurrentNet on {config.name} is not supported; use an MLP or "
                 "TorchArcNet"
             )
+        if render_mode == render.RENDER_MODE:
+            render.mujoco_renderer_headless()
         jax = _jax()
         self.name, self.seed, self.clock = config.name, seed, clock
         self.num_envs = config.num_envs
@@ -408,7 +472,10 @@ class PlaygroundVecEnv:
             config.max_t or int(_load_default(name).episode_length),
             self.action_repeat,
             bool(config.kwargs.get("full_reset", False)),
+            render_mode is not None,
         )
+        self._frames = _Frames(env.mj_model) if render_mode is not None else None
+        self._frame_rate = 1.0 / (float(env.dt) * self.action_repeat)
         self.vectorization = (
             f"one jitted JAX call for all {self.num_envs} envs (Playground, impl {self.impl}, "
             f"action_repeat {self.action_repeat})"
@@ -465,6 +532,8 @@ class PlaygroundVecEnv:
         self._key = key
         self._state, out = self._reset(keys)
         self._obs = self.obs_norm(np.asarray(out[0]))
+        if self._frames is not None:
+            self._frames.add(out[-1][0])
         return self._obs
 
     def _split(self, key: np.ndarray) -> tuple[np.ndarray, "jax.Array"]:
@@ -476,8 +545,13 @@ class PlaygroundVecEnv:
         acted_on = self._obs
         clipped = np.clip(actions, -1.0, 1.0, dtype=np.float32)
         self._state, out = self._step(self._state, clipped)
-        obs, final_obs, rewards, dones, truncations, returns, lengths = map(np.asarray, out)
+        obs, final_obs, rewards, dones, truncations, returns, lengths = map(np.asarray, out[:7])
         dones = dones.astype(bool)
+        if self._frames is not None:
+            pose, final_pose = out[7]
+            if dones[0]:  # the episode's last frame, then the next one's first
+                self._frames.add(final_pose)
+            self._frames.add(pose)
         truncateds = truncations.astype(bool) & dones
         terminateds = dones & ~truncateds
         next_obs = self.obs_norm(obs)
@@ -568,14 +642,19 @@ class PlaygroundVecEnv:
         return None
 
     def frames(self) -> list[np.ndarray]:
-        raise NotImplementedError("Playground envs do not render")
+        """Env 0's frames since the last call (render_mode "rgb_array")."""
+        return self._frames.pop()
 
     @property
     def frame_rate(self) -> float:
-        raise NotImplementedError("Playground envs do not render")
+        """The frames per second of real time that `frames` show."""
+        return self._frame_rate
 
     def close(self) -> None:
         self._state = None
+        if self._frames is not None:
+            self._frames.close()
+            self._frames = None
 
 
 def _load_default(name: str) -> Any:

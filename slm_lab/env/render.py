@@ -5,9 +5,12 @@ Without a display (`headless`): pygame's envs (classic control, Box2D) draw on S
 video driver, which needs no display; MuJoCo renders offscreen through the OpenGL backend that
 `MUJOCO_GL` names, and Gymnasium tries GLFW first, which needs a display, so unless `MUJOCO_GL`
 is set, `choose_mujoco_gl` sets the first of EGL and OSMesa that can make a context here, tried
-in a fresh process (a backend is fixed once loaded).
+in a fresh process (a backend is fixed once loaded). `mujoco.Renderer` (MuJoCo Playground's
+frames) takes its GL context class from `MUJOCO_GL` as it was when MuJoCo was imported:
+`mujoco_renderer_headless` chooses the backend and aligns that class with it.
 """
 
+import importlib
 import os
 import subprocess
 import sys
@@ -25,6 +28,7 @@ DISPLAY_VARS = ("DISPLAY", "WAYLAND_DISPLAY")
 MUJOCO_GL_BACKENDS = ("egl", "osmesa")  # headless OpenGL backends, in the order tried
 GL_PROBE = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
 GL_PROBE_TIMEOUT_S = 60
+MUJOCO_GL_CONTEXT = "mujoco.rendering.classic.gl_context"  # mujoco.Renderer's GL context class
 
 
 class FrameRecorder(gym.Wrapper):
@@ -76,6 +80,21 @@ def headless() -> None:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     if "mujoco" in sys.modules:  # the env loaded it: it may render with it
         choose_mujoco_gl()
+
+
+def mujoco_renderer_headless() -> None:
+    """Without a display, before the first `mujoco.Renderer` is made: MUJOCO_GL chosen
+    (`choose_mujoco_gl`), and MuJoCo's GL context class the one it names. MuJoCo fixes that
+    class when it is imported (GLFW's when MUJOCO_GL was not set); imported before MUJOCO_GL
+    was set, its gl_context module is loaded again (no context of the old class was made: GLFW
+    has none without a display)."""
+    if any(map(os.environ.get, DISPLAY_VARS)):
+        return
+    choose_mujoco_gl()
+    gl_context = sys.modules.get(MUJOCO_GL_CONTEXT)
+    wanted = os.environ["MUJOCO_GL"].lower().strip()
+    if gl_context is not None and getattr(gl_context, "_MUJOCO_GL", wanted) != wanted:
+        importlib.reload(gl_context)
 
 
 def choose_mujoco_gl() -> None:

@@ -1,5 +1,5 @@
-"""The MuJoCo Playground backend: its contract, every DM Control env, v5's specs, an offline
-Menagerie env, exact resume and runs through the CLI. Skipped without the `playground` group
+"""The MuJoCo Playground backend: its contract, a video's frames, every DM Control env, v5's
+specs, an offline Menagerie env, exact resume and runs through the CLI. Skipped without the `playground` group
 (`uv sync --group playground`); its tests of the missing group are in test_playground_missing.py.
 
 Every env steps 64 envs; a compiled step is cached per process (and on disk, in JAX's
@@ -78,9 +78,11 @@ def config(name: str, **keys: object) -> EnvConfig:
     )
 
 
-def make(name: str, seed: int = 1, **keys: object) -> pb.PlaygroundVecEnv:
+def make(
+    name: str, seed: int = 1, render_mode: str | None = None, **keys: object
+) -> pb.PlaygroundVecEnv:
     cfg = config(name, **keys)
-    return pb.make(cfg, seed, Clock(cfg.max_frame, cfg.num_envs), 0.99)
+    return pb.make(cfg, seed, Clock(cfg.max_frame, cfg.num_envs), 0.99, render_mode)
 
 
 def run_args(name: str, mode: str, *sets: str) -> list[str]:
@@ -184,6 +186,41 @@ def test_a_step_compiles_once_and_observations_are_views() -> None:
         env.step(env.info.sample_actions())
     assert env._step._cache_size() == 1  # the reset's state and the step's alike (weak types)
     assert not env.obs.flags.owndata  # a numpy view of JAX's buffer
+
+
+# -- a video's frames ----------------------------------------------------------------------
+def test_a_video_shows_env_0s_episodes_whole() -> None:
+    """render_mode rgb_array: env 0's frame after its reset and after each step; the step that
+    ends its episode gives the final state's frame (what an env without that time limit shows
+    after the same actions), then the reset state's (its first state's again)."""
+    max_t = 4
+    cut = make("CartpoleBalance", render_mode="rgb_array", num_envs=2, max_t=max_t)
+    uncut = make("CartpoleBalance", render_mode="rgb_array", num_envs=2, max_t=1000)
+    cut.reset(), uncut.reset()
+    [first] = cut.frames()
+    assert first.shape == (*pb.FRAME_SIZE, 3) and first.dtype == np.uint8 and first.std() > 0
+    np.testing.assert_array_equal(first, uncut.frames()[0])
+    frames = [first]
+    for step in range(1, max_t + 1):
+        actions = np.full((2, 1), 1.0, np.float32)
+        cut.step(actions), uncut.step(actions)
+        got, [same] = cut.frames(), uncut.frames()
+        assert len(got) == (2 if step == max_t else 1)
+        np.testing.assert_array_equal(got[0], same)
+        assert not np.array_equal(got[0], frames[-1])  # the cart moved
+        frames += got
+    np.testing.assert_array_equal(frames[-1], first)
+    assert cut.frames() == [] and cut.frame_rate == 100.0  # CartpoleBalance's ctrl_dt: 0.01 s
+    cut.close(), uncut.close()
+
+
+def test_a_window_is_refused_in_one_line() -> None:
+    line = (
+        "--render: a Playground env (playground/CartpoleBalance) cannot be shown in a window; "
+        "record a video of it with --record"
+    )
+    with pytest.raises(SpecError, match=f"^{re.escape(line)}$"):
+        make("CartpoleBalance", render_mode="human")
 
 
 def test_the_envs_table_is_the_installed_packages() -> None:

@@ -1,6 +1,6 @@
 """`enjoy@<run> --record`: a video of the replayed episodes in the enjoy folder, headless, read
 back with imageio: one frame at each episode's reset and one after each step (T + 1 for an
-episode of T steps). CartPole, Atari and MuJoCo; the GIF fallback; the one-line refusals; and
+episode of T steps). CartPole, Atari, MuJoCo and MuJoCo Playground; the GIF fallback; the one-line refusals; and
 nothing half-written when a replay fails."""
 
 import contextlib
@@ -273,6 +273,23 @@ def test_enjoy_record_of_an_atari_game(tmp_path: Path) -> None:
     assert fps == atari_backend.ATARI_FPS / 4
 
 
+def enjoy_headless(workdir: Path, run_dir: Path, episodes: int) -> Path:
+    """`slm-lab run enjoy@<run_dir> --record` in a fresh process without a display nor
+    MUJOCO_GL: its enjoy folder."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", *render.DISPLAY_VARS)}
+    proc = subprocess.run(
+        [SLM_LAB, "run", f"enjoy@{run_dir}", "--record", "--episodes", str(episodes)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [out] = [p for p in run_dirs(workdir / "data") if "_enjoy_" in p.name]
+    return out
+
+
 @pytest.mark.cli
 @pytest.mark.subprocess
 @pytest.mark.mujoco
@@ -280,18 +297,33 @@ def test_enjoy_record_of_a_mujoco_env_headless(tmp_path: Path) -> None:
     """In a fresh process without a display nor MUJOCO_GL: a headless GL backend is found."""
     spec = make_spec("random", env="InvertedPendulum-v5", max_frame=80, max_t=20, log_frequency=40)
     _, run_dir = train(tmp_path, "random_pendulum", spec)
-    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", *render.DISPLAY_VARS)}
-    proc = subprocess.run(
-        [SLM_LAB, "run", f"enjoy@{run_dir}", "--record", "--episodes", "1"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    [out] = [p for p in run_dirs(tmp_path / "data") if "_enjoy_" in p.name]
+    out = enjoy_headless(tmp_path, run_dir, 1)
     metrics = json.loads((out / "enjoy_metrics.json").read_text())
     frames, _ = read_video(out / "enjoy.mp4")
     assert len(frames) == metrics["lengths"][0] + 1
     assert frames[0].std() > 0  # a rendered scene, not a blank context
+
+
+@pytest.mark.cli
+@pytest.mark.subprocess
+@pytest.mark.playground
+# the replay's process is started after the run imported JAX here: fork, then exec at once
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+def test_enjoy_record_of_a_playground_env_headless(tmp_path: Path) -> None:
+    """A tiny PPO run on a Playground env, replayed in a fresh process without a display nor
+    MUJOCO_GL: each episode whole (T + 1 frames) at 1 / (ctrl_dt x action_repeat) fps."""
+    pytest.importorskip("mujoco_playground")
+    from slm_lab.env import playground_backend
+
+    spec = make_spec(
+        "ppo", env="playground/CartpoleBalance", max_frame=160, max_t=20, log_frequency=80
+    )
+    _, run_dir = train(tmp_path, "ppo_cartpole_balance", spec)
+    out = enjoy_headless(tmp_path, run_dir, 2)
+    metrics = json.loads((out / "enjoy_metrics.json").read_text())
+    assert metrics["lengths"] == [20, 20]
+    frames, fps = read_video(out / "enjoy.mp4")
+    assert len(frames) == metrics["video_frames"] == sum(metrics["lengths"]) + 2
+    assert fps == 100.0  # CartpoleBalance's ctrl_dt is 0.01 s, its action_repeat 1
+    assert all(f.shape == (*playground_backend.FRAME_SIZE, 3) for f in frames)
+    assert frames[0].std() > 0 and not np.array_equal(frames[0], frames[20])
