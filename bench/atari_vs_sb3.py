@@ -16,7 +16,7 @@ meta.num_threads, 1; the SB3 child calls torch.set_num_threads(1)), on this inte
   skip 4 with max-pooling, life loss terminal, FIRE reset, 84x84 grey, rewards clipped to their
   sign; ALE keeps v5's sticky actions 0.25 per frame, as SLM Lab's) + `VecFrameStack(4)`, and
   `PPO("CnnPolicy", ...)` or `DQN("CnnPolicy", ...)` with the SLM Lab spec's hyperparameters
-  (see PPO_SB3 / DQN_SB3 and the mismatches below).
+  (see vs_sb3.py's PPO_PONG, DQN_SB3 here, and the mismatches).
 
 Per run: whole-process wall seconds (launch to exit: interpreter, imports, env and net
 construction, training, SLM Lab's final checkpoint, analysis and exit), fps = frames / wall
@@ -41,7 +41,6 @@ usage: uv run --group bench python bench/atari_vs_sb3.py ppo [--pairs 2] [--fram
        [--learning-starts 512]
 """
 
-import copy
 import csv
 import json
 import os
@@ -54,32 +53,30 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from vs_sb3 import OUT_DIR, ROOT, pick, pin_torch_threads, timed_learn
+from vs_sb3 import (
+    ATARI_ENV_ID,
+    ATARI_MISMATCHES,
+    ATARI_NUM_ENVS,
+    OUT_DIR,
+    PPO_ATARI_FILE,
+    PPO_PONG,
+    PPO_PONG_MISMATCHES,
+    SPEC_DIR,
+    ModelBuilder,
+    atari_env,
+    pick,
+    pin_torch_threads,
+    ppo_pong_sb3,
+    shipped_spec,
+    timed_learn,
+)
 from whole_process import PYTHON, line_after, run_process, slm_lab_run_cmd, write_report
 from whole_process import write_spec_file as write_named_spec
 
-ENV_ID = "ALE/Pong-v5"
-NUM_ENVS = 16
-SPEC_DIR = ROOT / "slm_lab" / "spec" / "benchmark"
 LIBS = ("slm_lab", "sb3")
 PRECISIONS = ("float32", "bf16-mixed")  # agent.net.precision's values
 EXPLORE_END_FRAC = 0.1  # DQN: epsilon reaches its end value at this fraction of the frames
 
-# SB3's counterparts of the ppo_atari spec (16 envs x 128 steps, minibatch 256, 4 epochs, ...)
-PPO_SB3 = {
-    "n_steps": 128,
-    "batch_size": 256,
-    "n_epochs": 4,
-    "learning_rate": 2.5e-4,  # linear to 0 over the run, as the spec's LinearToZero
-    "clip_range": 0.1,
-    "clip_range_vf": 0.1,  # the spec's clip_vloss: values clipped to within clip_eps
-    "ent_coef": 0.01,
-    "vf_coef": 0.5,
-    "max_grad_norm": 0.5,
-    "gamma": 0.99,
-    "gae_lambda": 0.95,
-    "optimizer": "AdamW (eps 1e-5, torch's default weight_decay 0.01)",
-}
 # SB3's counterparts of the dqn_atari spec. SLM Lab trains training_iter (4) batches whenever
 # training_frequency (4) frames have passed, i.e. at every vector step of 16 frames: one
 # gradient step per 4 frames. SB3's train_freq counts vector steps, so train_freq 1 with
@@ -101,36 +98,6 @@ DQN_SB3 = {
     "optimizer": "AdamW (torch's defaults but lr)",
 }
 
-COMMON_MISMATCHES = [
-    "env stepping: SLM Lab steps ale-py's native AtariVectorEnv (C++ threads: one per core "
-    "free at launch, by the 1-minute load average, at least 1; frameskip, max-pool, resize and "
-    "frame stack in C++); SB3 steps 16 "
-    "Python gym envs one after the other in the main thread (DummyVecEnv, make_atari_env's "
-    "default) with AtariWrapper and VecFrameStack in Python/OpenCV. This is the difference the "
-    "benchmark measures, not one to remove",
-    "SB3 id: RL Zoo and SB3's docs use PongNoFrameskip-v4 (no sticky actions); this bench gives "
-    "SB3 ALE/Pong-v5 with frameskip 1 so that ALE applies v5's sticky actions (0.25 per frame) "
-    "as in SLM Lab's env; AtariWrapper's docstring asks for v4 ids, the wrappers work the same",
-    "frame resize: ALE's native env and SB3's WarpFrame (cv2 INTER_AREA) may interpolate "
-    "differently; the observations are 84x84 uint8 x4 in both",
-    "optimizer kernel: SLM Lab builds fused AdamW, SB3 torch's default (foreach): the same "
-    "update up to float rounding",
-    "random streams: env seeds, actions and minibatches draw from different RNGs, so equal "
-    "seeds give different runs",
-    "convolutions: SLM Lab's ConvNet runs in channels_last (NHWC), SB3's NatureCNN in torch's "
-    "default NCHW",
-]
-PPO_MISMATCHES = [
-    "values: both keep the log-probs and V(s) their acting forward computed; for V(s') SLM "
-    "Lab runs the net on the last observations and the episodes' final ones (the rest is the "
-    "next step's V(s)), SB3 on the last observations and truncated episodes' final ones",
-    "value loss: SLM Lab's clip_vloss takes 1/2 the max of the clipped and unclipped squared "
-    "errors (CleanRL); SB3's clip_range_vf takes the squared error of the clipped values only",
-    "rollout buffer: both keep uint8 observations; SLM Lab also stores every next observation "
-    "(its V(s') pass reads the final ones)",
-    "frame count: both train on every full batch of 16 x 128 frames; --frames a multiple of "
-    "2048 (the default 4096: 2 batches) leaves no partial batch",
-]
 DQN_MISMATCHES = [
     "acting: SLM Lab runs the Q-net on every step and draws epsilon per env; SB3 acts at random "
     "(no forward pass) for its first learning_starts steps and, after them, with probability "
@@ -166,16 +133,14 @@ def slm_lab_spec(
 ) -> dict[str, Any]:
     """The benchmark spec as one session on ALE/Pong-v5 for `frames`, with its name; its
     net's `precision` set when given."""
-    spec = copy.deepcopy(json.loads(work.spec_file.read_text())[work.spec_name])
-    spec["env"] |= {"name": ENV_ID, "max_frame": frames}
-    spec["meta"] |= {"max_session": 1, "random_seed": seed}
+    spec = shipped_spec(work.spec_file, work.spec_name, ATARI_ENV_ID, frames, seed)
     if precision is not None:
         spec["agent"]["net"]["precision"] = precision
     algorithm = spec["agent"]["algorithm"]
     if algorithm["name"] == "DQN":
         algorithm["training_start_step"] = learning_starts
         algorithm["explore_var_spec"] |= {"start_step": 0, "end_frac": EXPLORE_END_FRAC}
-    return {"name": work.spec_name, **spec}
+    return spec
 
 
 def run_slm_lab(
@@ -203,27 +168,12 @@ def run_slm_lab(
 
 
 # -- the SB3 side (the `sb3` command, in its own process) --------------------------------------
-def sb3_env(seed: int) -> Any:
-    """16 ALE/Pong-v5 games under SB3's AtariWrapper, 4 frames stacked, as SB3 users build it."""
-    import ale_py
-    import gymnasium as gym
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import VecFrameStack
-
-    gym.register_envs(ale_py)
-    env = make_atari_env(ENV_ID, n_envs=NUM_ENVS, seed=seed, env_kwargs={"frameskip": 1})
-    return VecFrameStack(env, n_stack=4)
-
-
-def train_cnn_policy(
-    algo_class: Any, frames: int, seed: int, **kwargs: Any
-) -> tuple[Any, dict[str, Any]]:
-    """Train `algo_class("CnnPolicy", sb3_env(seed), **kwargs)` on the CPU for `frames`: the
-    model, and frames, session_wall_s (from building the env to the end of training) and
-    learn_wall_s."""
+def train_cnn_policy(build: ModelBuilder, frames: int, seed: int) -> tuple[Any, dict[str, Any]]:
+    """Train the CnnPolicy model `build(seed)` builds with its env (vs_sb3.atari_env) on the CPU
+    for `frames`: the model, and frames, session_wall_s (from building the env to the end of
+    training) and learn_wall_s."""
     start = time.perf_counter()
-    env = sb3_env(seed)
-    model = algo_class("CnnPolicy", env, **kwargs, seed=seed, device="cpu", verbose=0)
+    model, env = build(seed)
     learn_wall = timed_learn(model, frames)
     session_wall = time.perf_counter() - start
     env.close()
@@ -235,20 +185,10 @@ def train_cnn_policy(
 
 
 def run_sb3_ppo(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
-    torch = pin_torch_threads()
-    from stable_baselines3 import PPO
-
-    h = PPO_SB3
-    model, result = train_cnn_policy(
-        PPO,
-        frames,
-        seed,
-        **pick(h, "n_steps", "batch_size", "n_epochs", "clip_range", "clip_range_vf", "ent_coef"),
-        **pick(h, "vf_coef", "max_grad_norm", "gamma", "gae_lambda"),
-        learning_rate=lambda progress_remaining: progress_remaining * h["learning_rate"],
-        policy_kwargs={"optimizer_class": torch.optim.AdamW, "optimizer_kwargs": {"eps": 1e-5}},
-    )
-    minibatches = h["n_steps"] * NUM_ENVS // h["batch_size"]  # _n_updates counts epochs
+    pin_torch_threads()
+    h = PPO_PONG
+    model, result = train_cnn_policy(ppo_pong_sb3, frames, seed)
+    minibatches = h["n_steps"] * ATARI_NUM_ENVS // h["batch_size"]  # _n_updates counts epochs
     return {**result, "grad_steps": int(model._n_updates) * minibatches}
 
 
@@ -257,32 +197,39 @@ def run_sb3_dqn(frames: int, seed: int, learning_starts: int) -> dict[str, Any]:
     from stable_baselines3 import DQN
 
     h = DQN_SB3
-    model, result = train_cnn_policy(
-        DQN,
-        frames,
-        seed,
-        buffer_size=h["buffer_size"],
-        # SB3 trains once num_timesteps > learning_starts: from the step reaching learning_starts
-        learning_starts=learning_starts - NUM_ENVS,
-        **pick(h, "batch_size", "learning_rate", "gamma", "train_freq", "gradient_steps"),
-        **pick(h, "target_update_interval", "exploration_initial_eps", "exploration_final_eps"),
-        **pick(h, "exploration_fraction", "max_grad_norm"),
-        policy_kwargs={
-            "optimizer_class": torch.optim.AdamW,
-            "features_extractor_kwargs": {"features_dim": h["features_dim"]},
-        },
-    )
+
+    def build(seed: int) -> tuple[Any, Any]:
+        env = atari_env(seed)
+        model = DQN(
+            "CnnPolicy",
+            env,
+            buffer_size=h["buffer_size"],
+            # SB3 trains once num_timesteps > learning_starts: from the step reaching learning_starts
+            learning_starts=learning_starts - ATARI_NUM_ENVS,
+            **pick(h, "batch_size", "learning_rate", "gamma", "train_freq", "gradient_steps"),
+            **pick(h, "target_update_interval", "exploration_initial_eps", "exploration_final_eps"),
+            **pick(h, "exploration_fraction", "max_grad_norm"),
+            policy_kwargs={
+                "optimizer_class": torch.optim.AdamW,
+                "features_extractor_kwargs": {"features_dim": h["features_dim"]},
+            },
+            seed=seed,
+            device="cpu",
+        )
+        return model, env
+
+    model, result = train_cnn_policy(build, frames, seed)
     return {**result, "grad_steps": int(model._n_updates)}
 
 
 WORKS = {
     "ppo": Work(
         "PPO",
-        SPEC_DIR / "ppo" / "ppo_atari.json",
+        PPO_ATARI_FILE,
         "ppo_atari",
         4096,  # 2 batches of 16 x 128
-        PPO_SB3,
-        PPO_MISMATCHES + COMMON_MISMATCHES,
+        PPO_PONG,
+        PPO_PONG_MISMATCHES + ATARI_MISMATCHES,
         run_sb3_ppo,
     ),
     "dqn": Work(
@@ -291,7 +238,7 @@ WORKS = {
         "dqn_atari",
         2048,
         DQN_SB3,
-        DQN_MISMATCHES + COMMON_MISMATCHES,
+        DQN_MISMATCHES + ATARI_MISMATCHES,
         run_sb3_dqn,
     ),
 }
@@ -393,7 +340,7 @@ def compare(
         raise typer.BadParameter(f"--precision: one of {', '.join(PRECISIONS)}, got {precision!r}")
     work = WORKS[algo]
     frames = frames or work.frames
-    title = f"{work.title} {ENV_ID} x{NUM_ENVS}, {frames} frames, {pairs} pairs"
+    title = f"{work.title} {ATARI_ENV_ID} x{ATARI_NUM_ENVS}, {frames} frames, {pairs} pairs"
     if precision is not None:
         title += f", SLM Lab's precision {precision}"
     typer.echo(f"{title}, 1 torch thread per run, load average {os.getloadavg()[0]:.1f}")
@@ -411,8 +358,8 @@ def compare(
     summary = summarize(runs)
     print_summary(title, summary)
     report = {
-        "env": ENV_ID,
-        "num_envs": NUM_ENVS,
+        "env": ATARI_ENV_ID,
+        "num_envs": ATARI_NUM_ENVS,
         "frames": frames,
         "pairs": pairs,
         "slm_lab_spec": slm_lab_spec(work, frames, seed, learning_starts, precision),
@@ -441,7 +388,7 @@ Precision = Annotated[
     typer.Option(help="SLM Lab's agent.net.precision: float32 or bf16-mixed (default: the spec's)"),
 ]
 LearningStarts = Annotated[
-    int, typer.Option(min=NUM_ENVS, help="DQN: frames before the first training step (both)")
+    int, typer.Option(min=ATARI_NUM_ENVS, help="DQN: frames before the first training step (both)")
 ]
 DEFAULT_LEARNING_STARTS = 512  # a short bench's; dqn_atari's own is 10000
 

@@ -9,7 +9,8 @@ spec cannot remove. `COMPARISONS` names them:
 - `sac_pendulum`: SAC Pendulum-v1 at RL Zoo's hyperparameters (2e4 frames), with memory figures;
 - `sac_hopper`: SAC Hopper-v5 at RL Zoo's settings but learning_starts 1e3 (2e4 frames);
 - `crossq_hopper`: CrossQ Hopper-v5 at crossq_hopper's settings vs sb3-contrib (4000 frames);
-- `ppo_hopper`: PPO Hopper-v5 at the shipped ppo_mujoco settings (98304 frames: 3 rollouts).
+- `ppo_hopper`: PPO Hopper-v5 at the shipped ppo_mujoco settings (98304 frames: 3 rollouts);
+- `ppo_pong`: PPO ALE/Pong-v5 x16 at the shipped ppo_atari settings (4096 frames: 2 batches).
 
 Commands:
 - `compare WORK`: each library trains in its own fresh Python process (this script's hidden
@@ -130,6 +131,15 @@ def env_and_meta(env_id: str, num_envs: int, frames: int, seed: int) -> dict[str
             "random_seed": seed,
         },
     }
+
+
+def shipped_spec(path: Path, name: str, env_id: str, frames: int, seed: int) -> dict[str, Any]:
+    """Spec `name` of the shipped benchmark file `path` on env_id, as one seeded session of
+    `frames` frames, with its name."""
+    spec = json.loads(path.read_text())[name]
+    spec["env"] |= {"name": env_id, "max_frame": frames}
+    spec["meta"] |= {"max_session": 1, "max_trial": 1, "random_seed": seed}
+    return {"name": name, **spec}
 
 
 def pin_torch_threads() -> Any:
@@ -806,13 +816,9 @@ PPO_HOPPER = {
 
 
 def ppo_hopper_spec(frames: int, seed: int) -> dict[str, Any]:
-    text = PPO_MUJOCO_FILE.read_text().replace("${env}", "Hopper-v5")
-    text = text.replace('"${max_frame}"', str(frames))
-    spec = json.loads(text)["ppo_mujoco"]
-    spec["name"] = "ppo_mujoco"
+    spec = shipped_spec(PPO_MUJOCO_FILE, "ppo_mujoco", "Hopper-v5", frames, seed)
     spec["agent"]["net"]["gpu"] = False
     spec["env"]["vectorization_mode"] = "sync"  # one process, as SB3's DummyVecEnv
-    spec["meta"] |= {"max_session": 1, "max_trial": 1, "random_seed": seed}
     return spec
 
 
@@ -854,6 +860,102 @@ PPO_HOPPER_MISMATCHES = [
     "frames (the default frames are whole rollouts for both)",
 ]
 
+# -- PPO ALE/Pong-v5 (the shipped ppo_atari) --------------------------------------------------
+# The SLM Lab side is ppo_atari as shipped on ALE/Pong-v5, one session on the CPU: ale-py's native
+# vector env of 16 games (frameskip 4, 84x84 grey, 4 frames stacked), the Nature CNN with policy
+# and value heads on one body, 128 steps x 16 envs a batch, 4 epochs of minibatches of 256,
+# clip 0.1 (values too), fused AdamW (lr 2.5e-4 linear to 0, eps 1e-5). The SB3 side:
+# make_atari_env + VecFrameStack(4), PPO("CnnPolicy") with the same settings under SB3's names.
+# bench/atari_vs_sb3.py runs the same two (and DQN's) as whole processes in pairs.
+ATARI_ENV_ID = "ALE/Pong-v5"
+ATARI_NUM_ENVS = 16
+PPO_ATARI_FILE = SPEC_DIR / "ppo" / "ppo_atari.json"
+# SB3's counterparts of the ppo_atari spec (16 envs x 128 steps, minibatch 256, 4 epochs, ...)
+PPO_PONG = {
+    "n_steps": 128,
+    "batch_size": 256,
+    "n_epochs": 4,
+    "learning_rate": 2.5e-4,  # linear to 0 over the run, as the spec's LinearToZero
+    "clip_range": 0.1,
+    "clip_range_vf": 0.1,  # the spec's clip_vloss: values clipped to within clip_eps
+    "ent_coef": 0.01,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "optimizer": "AdamW (eps 1e-5, torch's default weight_decay 0.01)",
+}
+
+
+def ppo_pong_spec(frames: int, seed: int) -> dict[str, Any]:
+    spec = shipped_spec(PPO_ATARI_FILE, "ppo_atari", ATARI_ENV_ID, frames, seed)
+    spec["agent"]["net"]["gpu"] = False  # the CPU, as SB3's side (the spec's "auto" takes a GPU)
+    return spec
+
+
+def atari_env(seed: int) -> Any:
+    """16 ALE/Pong-v5 games under SB3's AtariWrapper, 4 frames stacked, as SB3 users build it."""
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    env = make_atari_env(
+        ATARI_ENV_ID, n_envs=ATARI_NUM_ENVS, seed=seed, env_kwargs={"frameskip": 1}
+    )
+    return VecFrameStack(env, n_stack=4)
+
+
+def ppo_pong_sb3(seed: int) -> tuple[Any, Any]:
+    import torch
+    from stable_baselines3 import PPO
+
+    h = PPO_PONG
+    env = atari_env(seed)
+    model = PPO(
+        "CnnPolicy",
+        env,
+        **pick(h, "n_steps", "batch_size", "n_epochs", "clip_range", "clip_range_vf", "ent_coef"),
+        **pick(h, "vf_coef", "max_grad_norm", "gamma", "gae_lambda"),
+        learning_rate=linear(h["learning_rate"]),
+        policy_kwargs={"optimizer_class": torch.optim.AdamW, "optimizer_kwargs": {"eps": 1e-5}},
+        seed=seed,
+        device="cpu",
+    )
+    return model, env
+
+
+PPO_PONG_MISMATCHES = [
+    "values: both keep the log-probs and V(s) their acting forward computed; for V(s') SLM "
+    "Lab runs the net on the last observations and the episodes' final ones (the rest is the "
+    "next step's V(s)), SB3 on the last observations and truncated episodes' final ones",
+    "value loss: SLM Lab's clip_vloss takes 1/2 the max of the clipped and unclipped squared "
+    "errors (CleanRL); SB3's clip_range_vf takes the squared error of the clipped values only",
+    "rollout buffer: both keep uint8 observations; SLM Lab also stores every next observation "
+    "(its V(s') pass reads the final ones)",
+    "frame count: both train on every full batch of 16 x 128 frames; --frames a multiple of "
+    "2048 (the default 4096: 2 batches) leaves no partial batch",
+]
+ATARI_MISMATCHES = [
+    "env stepping: SLM Lab steps ale-py's native AtariVectorEnv (C++ threads: one per core "
+    "free at launch, by the 1-minute load average, at least 1; frameskip, max-pool, resize and "
+    "frame stack in C++); SB3 steps 16 "
+    "Python gym envs one after the other in the main thread (DummyVecEnv, make_atari_env's "
+    "default) with AtariWrapper and VecFrameStack in Python/OpenCV. This is the difference the "
+    "benchmark measures, not one to remove",
+    "SB3 id: RL Zoo and SB3's docs use PongNoFrameskip-v4 (no sticky actions); this bench gives "
+    "SB3 ALE/Pong-v5 with frameskip 1 so that ALE applies v5's sticky actions (0.25 per frame) "
+    "as in SLM Lab's env; AtariWrapper's docstring asks for v4 ids, the wrappers work the same",
+    "frame resize: ALE's native env and SB3's WarpFrame (cv2 INTER_AREA) may interpolate "
+    "differently; the observations are 84x84 uint8 x4 in both",
+    "optimizer kernel: SLM Lab builds fused AdamW, SB3 torch's default (foreach): the same "
+    "update up to float rounding",
+    "random streams: env seeds, actions and minibatches draw from different RNGs, so equal "
+    "seeds give different runs",
+    "convolutions: SLM Lab's ConvNet runs in channels_last (NHWC), SB3's NatureCNN in torch's "
+    "default NCHW",
+]
 
 COMPARISONS: dict[str, Comparison] = {
     "ppo_cartpole": Comparison(
@@ -933,6 +1035,17 @@ COMPARISONS: dict[str, Comparison] = {
         mismatches=PPO_HOPPER_MISMATCHES,
         report_extra={"spec": f"{PPO_MUJOCO_FILE.relative_to(ROOT)}:ppo_mujoco"},
         settings="the shipped ppo_mujoco settings",
+    ),
+    "ppo_pong": Comparison(
+        algo="PPO",
+        env_id=ATARI_ENV_ID,
+        default_frames=2 * ATARI_NUM_ENVS * PPO_PONG["n_steps"],  # 2 batches of 16 x 128
+        hyperparameters=PPO_PONG,
+        slm_lab_spec=ppo_pong_spec,
+        sb3_model=ppo_pong_sb3,
+        mismatches=PPO_PONG_MISMATCHES + ATARI_MISMATCHES,
+        report_extra={"spec": f"{PPO_ATARI_FILE.relative_to(ROOT)}:ppo_atari"},
+        settings="the shipped ppo_atari settings",
     ),
 }
 

@@ -123,6 +123,7 @@ def test_comparison_specs_validate(bench_import: object) -> None:
         "sac_hopper",
         "crossq_hopper",
         "ppo_hopper",
+        "ppo_pong",
     }
     for work, cmp in vs_sb3.COMPARISONS.items():
         spec = cmp.slm_lab_spec(cmp.default_frames, 0)
