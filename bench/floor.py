@@ -5,13 +5,18 @@ For each work (a bench/vs_sb3.py record: the same settings for SLM Lab's spec an
 `run` measures, every process with one torch thread (OMP_NUM_THREADS=MKL_NUM_THREADS=1):
 
 - start-up: the whole process `python -c "import torch, gymnasium"` (and `import mujoco` for a
-  MuJoCo env): the interpreter and the imports any implementation pays;
-- env: the same Gymnasium vector env (sync, same-step autoreset, as SLM Lab builds it for one
-  process), stepped for the run's vector steps with actions drawn before the clock starts;
+  MuJoCo env, `import ale_py` for an ALE game): the interpreter and the imports any
+  implementation pays;
+- env: the same vector env as SLM Lab builds it for one process (Gymnasium's sync vector env,
+  same-step autoreset; for an ALE game ale-py's native vector env with SLM Lab's options and
+  ALE threads), stepped for the run's vector steps with actions drawn before the clock starts;
 - arithmetic: the same torch calls in the same shapes and counts on fixed tensors, no env, no
   framework, denormals flushed: the acting forwards and every training forward, backward and
   optimizer step (fused Adam, as SLM Lab builds it). Each count comes from the spec, as the
-  algorithm uses it (see `Plan` and the `plan_*` functions; `run` prints them);
+  algorithm uses it (see `Plan` and the `plan_*` functions; `run` prints them). `ppo_pong`
+  (ppo_atari on ALE/Pong-v5 x16) runs the spec's Nature CNN, policy and value heads on one
+  body, on uint8 frames scaled as SLM Lab's ConvNet does (channels_last), with its clipped
+  value loss and fused AdamW;
 
 the floor is their sum (the env and arithmetic children time their work alone, so their own
 start-up is not counted twice). Every figure is given in CPU seconds (a process's own and its
@@ -25,6 +30,7 @@ the agent's update, recording, checkpoints, the session's analysis) and prints t
 floor's parts and the whole `slm-lab run` process. Raw numbers go to bench/out/floor_<work>.json.
 
 usage: uv run --group bench python bench/floor.py run ppo_cartpole [--frames-scale 0.2] [--rounds 2]
+       uv run --group bench python bench/floor.py run ppo_pong [--frames-scale 0.5] [--rounds 1]
        uv run --group bench python bench/floor.py profile dqn_cartpole [--frames-scale 0.4]
        uv run --group bench python bench/floor.py plan sac_pendulum
 """
@@ -36,7 +42,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,8 +61,9 @@ from whole_process import (
 
 THIS = Path(__file__).resolve()
 MUJOCO_ENVS = ("Hopper-v5",)
+ALE_PREFIX = "ALE/"  # ale-py's games: its native vector env, as SLM Lab's Atari backend steps
 PARTS = ("startup", "env", "arithmetic")
-WORK_NAMES = ("ppo_cartpole", "dqn_cartpole", "sac_pendulum", "ppo_hopper")
+WORK_NAMES = ("ppo_cartpole", "dqn_cartpole", "sac_pendulum", "ppo_hopper", "ppo_pong")
 CLOCKS = ("cpu", "wall")  # CPU seconds first: steadier than the wall on a shared machine
 
 
@@ -80,9 +87,10 @@ class Plan:
     num_envs: int
     vector_steps: int  # env steps of the vector env: ceil(frames / num_envs)
     obs_dim: int
+    obs_shape: tuple[int, ...]  # one observation's: [obs_dim], or frames (C, H, W) for a conv net
     act_dim: int  # discrete: the number of actions; continuous: the action's size
     discrete: bool
-    hid_layers: list[int]
+    hid_layers: list[int]  # an MLP's, or a ConvNet's fc layers after its convolutions
     activation: str  # "tanh" or "relu"
     act_calls: int  # acting forwards (each on [num_envs, obs_dim])
     train_calls: int  # training calls
@@ -91,35 +99,89 @@ class Plan:
     horizon: int = 0  # PPO: vector steps a training call's GAE runs back over
     clip_grad: float | None = None
     gamma: float = 0.99
+    # a ConvNet's conv_hid_layers rows [out_channels, kernel, stride, padding, dilation] on uint8
+    # frames (scaled by 1/255, channels_last, as SLM Lab's ConvNet); none: an MLP on floats
+    conv_layers: list[list[int]] = field(default_factory=list)
+    shared: bool = False  # PPO: policy and value heads on one body (one forward for both)
+    clip_vloss: bool = False  # PPO: values clipped to within clip_eps of the acting ones
+    clip_eps: float = 0.2  # PPO's ratio clip (and the values' with clip_vloss)
+    optim: str = "Adam"  # "Adam" or "AdamW" (torch's weight decay 0.01), fused as SLM Lab builds it
+    env_kwargs: dict[str, Any] = field(default_factory=dict)  # ALE: the native env's options
     derivation: str = ""  # how the counts follow from the spec, printed by `plan`
 
 
-def space_dims(env_id: str) -> tuple[int, int, bool]:
-    """(obs size, action count or size, discrete) of the env, read from Gymnasium."""
+def vector_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:
+    """The vector env SLM Lab steps for env_id in one process, same-step autoreset: ale-py's
+    native vector env of an ALE game (with `kwargs`, the native env's options), else
+    Gymnasium's sync vector env."""
     import gymnasium as gym
 
-    env = gym.make(env_id)
-    obs_dim = int(math.prod(env.observation_space.shape))
-    space = env.action_space
+    same_step = gym.vector.AutoresetMode.SAME_STEP
+    if env_id.startswith(ALE_PREFIX):
+        import ale_py
+
+        gym.register_envs(ale_py)
+        return gym.make_vec(
+            env_id,
+            num_envs,
+            vectorization_mode="vector_entry_point",
+            autoreset_mode=same_step,
+            **kwargs,
+        )
+    return gym.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": same_step},
+    )
+
+
+def space_dims(env_id: str) -> tuple[tuple[int, ...], int, bool]:
+    """(one observation's shape, action count or size, discrete) of the env SLM Lab builds."""
+    import gymnasium as gym
+
+    vec = vector_env(env_id, 1)
+    obs_shape = tuple(int(d) for d in vec.single_observation_space.shape)
+    space = vec.single_action_space
     discrete = isinstance(space, gym.spaces.Discrete)
     act_dim = int(space.n) if discrete else int(math.prod(space.shape))
-    env.close()
-    return obs_dim, act_dim, discrete
+    vec.close()
+    return obs_shape, act_dim, discrete
+
+
+def ale_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
+    """The native env's options SLM Lab's Atari backend sets for a spec without ALE options of
+    its own (slm_lab/env/atari_backend.py `_native_kwargs`): no clipping, no episodic life in
+    ALE (SLM Lab's own), the game's limit a step past SLM Lab's time limit (max_t, else ALE v5's
+    108000 frames at frameskip 4); ALE's threads are chosen at launch (`child_env`)."""
+    frameskip = 4
+    max_steps = spec["env"].get("max_t") or math.ceil(108_000 / frameskip)
+    return {
+        "reward_clipping": False,
+        "episodic_life": False,
+        "life_loss_info": False,
+        "max_num_frames_per_episode": (max_steps + 1) * frameskip,
+    }
 
 
 def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
     """The Plan's fields that every algorithm reads the same way from the spec and the env."""
-    obs_dim, act_dim, discrete = space_dims(spec["env"]["name"])
+    env_id = spec["env"]["name"]
+    obs_shape, act_dim, discrete = space_dims(env_id)
     net = spec["agent"]["net"]
+    conv = net["type"] == "ConvNet"
     return {
-        "env_id": spec["env"]["name"],
+        "env_id": env_id,
         "num_envs": spec["env"]["num_envs"],
-        "obs_dim": obs_dim,
+        "obs_dim": math.prod(obs_shape),
+        "obs_shape": obs_shape,
         "act_dim": act_dim,
         "discrete": discrete,
-        "hid_layers": net["hid_layers"],
+        "hid_layers": net["fc_hid_layers"] if conv else net["hid_layers"],
         "activation": net["hid_layers_activation"],
         "gamma": spec["agent"]["algorithm"]["gamma"],
+        "conv_layers": net["conv_hid_layers"] if conv else [],
+        "env_kwargs": ale_kwargs(spec) if env_id.startswith(ALE_PREFIX) else {},
     }
 
 
@@ -129,23 +191,39 @@ def plan_ppo(spec: dict[str, Any], frames: int) -> Plan:
     batch = horizon * n
     calls = frames // batch
     per_call = epochs * math.ceil(batch / minibatch)
+    shared = net.get("shared", False)
+    optim = net.get("optim_spec") or net.get("actor_optim_spec") or {"name": "Adam"}
+    fields = spec_fields(spec)
+    body = f"{len(fields['conv_layers'])} conv + " if fields["conv_layers"] else ""
+    body += f"{len(fields['hid_layers'])} linear layers"
+    nets = (
+        f"one forward of the shared body ({body}) with policy and value heads"
+        if shared
+        else f"one actor and one critic forward ({body} each)"
+    )
+    vloss = "clipped value loss" if a.get("clip_vloss") else "value loss"
     return Plan(
         algo="ppo",
         vector_steps=math.ceil(frames / n),
-        **spec_fields(spec),
+        **fields,
         act_calls=math.ceil(frames / n),
         train_calls=calls,
         train_steps=calls * per_call,
         batch=minibatch,
         horizon=horizon,
         clip_grad=net["clip_grad_val"],
+        shared=shared,
+        clip_vloss=a.get("clip_vloss", False),
+        clip_eps=a.get("clip_eps_spec", {}).get("start_val", 0.2),
+        optim=optim["name"],
         derivation=(
-            f"acting: one actor and one critic forward per vector step, ceil({frames} / "
-            f"num_envs {n}); training: a call per time_horizon {horizon} x num_envs {n} = {batch} "
-            f"frames ({frames} // {batch} = {calls}, a partial batch untrained), each a critic "
-            f"forward for V(s_T), GAE back over {horizon} steps and training_epoch {epochs} x "
-            f"ceil({batch} / minibatch_size {minibatch}) = {per_call} minibatch steps (actor and "
-            "critic forward, backward, grad-norm clip, one fused Adam step)"
+            f"acting: {nets} per vector step on [{n}, {', '.join(map(str, fields['obs_shape']))}], "
+            f"ceil({frames} / num_envs {n}); training: a call per time_horizon {horizon} x "
+            f"num_envs {n} = {batch} frames ({frames} // {batch} = {calls}, a partial batch "
+            f"untrained), each a value forward for V(s_T), GAE back over {horizon} steps and "
+            f"training_epoch {epochs} x ceil({batch} / minibatch_size {minibatch}) = {per_call} "
+            f"minibatch steps (rows gathered from the batch, forward, PPO loss with {vloss}, "
+            f"backward, grad-norm clip, one fused {optim['name']} step)"
         ),
     )
 
@@ -238,10 +316,17 @@ class Step:
     """A gradient step with nothing around the arithmetic: gradients set to None, backward
     (to `inputs` only when given), the global gradient norm clipped with foreach calls, and
     torch's fused Adam kernel called on the moment tensors directly (no Optimizer object: its
-    wrappers import torch._dynamo at the first call, seconds no run needs to pay)."""
+    wrappers import torch._dynamo at the first call, seconds no run needs to pay): Adam's, or
+    AdamW's with `optim` "AdamW"."""
 
-    def __init__(self, torch: Any, params: list[Any], lr: float, clip: float | None) -> None:
+    def __init__(
+        self, torch: Any, params: list[Any], lr: float, clip: float | None, optim: str = "Adam"
+    ) -> None:
         self.torch, self.params, self.lr, self.clip = torch, params, lr, clip
+        # AdamW: torch's fused AdamW kernel, weight decay 0.01 (torch.optim.AdamW's default)
+        self.adam, self.weight_decay = (
+            (torch._fused_adamw_, 0.01) if optim == "AdamW" else (torch._fused_adam_, 0.0)
+        )
         self.exp_avgs = [torch.zeros_like(w) for w in params]
         self.exp_avg_sqs = [torch.zeros_like(w) for w in params]
         self.steps = [torch.zeros(()) for _ in params]
@@ -257,7 +342,7 @@ class Step:
             torch._foreach_mul_(grads, torch.clamp(self.clip / (norm + 1e-6), max=1.0))
         with torch.no_grad():
             torch._foreach_add_(self.steps, 1)
-            torch._fused_adam_(
+            self.adam(
                 self.params,
                 grads,
                 self.exp_avgs,
@@ -268,59 +353,105 @@ class Step:
                 lr=self.lr,
                 beta1=0.9,
                 beta2=0.999,
-                weight_decay=0.0,
+                weight_decay=self.weight_decay,
                 eps=1e-8,
                 maximize=False,
             )
 
 
-def arithmetic_ppo(torch: Any, p: Plan) -> dict[str, float]:
+def policy_value(torch: Any, p: Plan) -> tuple[Callable[[Any], tuple[Any, Any]], list[Any], Any]:
+    """PPO's nets as the spec builds them: (forward(obs) -> (policy head, V), their parameters,
+    fixed observations of the vector env). A conv net takes uint8 frames and, as SLM Lab's
+    ConvNet, makes them float, channels_last and divided by 255 before its body."""
     out = p.act_dim if p.discrete else 2 * p.act_dim  # logits, or mean and log-std
-    actor = mlp(torch, [p.obs_dim, *p.hid_layers, out], p.activation)
-    critic = mlp(torch, [p.obs_dim, *p.hid_layers, 1], p.activation)
-    step = Step(torch, [*actor.parameters(), *critic.parameters()], 3e-4, p.clip_grad)
-    obs = torch.randn(p.num_envs, p.obs_dim)
+    if not p.conv_layers:
+        actor = mlp(torch, [p.obs_dim, *p.hid_layers, out], p.activation)
+        critic = mlp(torch, [p.obs_dim, *p.hid_layers, 1], p.activation)
+        params = [*actor.parameters(), *critic.parameters()]
+        return (lambda x: (actor(x), critic(x))), params, torch.randn(p.num_envs, p.obs_dim)
+    assert p.shared, "a conv net for PPO: shared policy and value heads only"
+    act = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[p.activation]
+    layers: list[Any] = []
+    channels = p.obs_shape[0]
+    for out_channels, kernel, stride, padding, dilation in p.conv_layers:
+        layers += [
+            torch.nn.Conv2d(channels, out_channels, kernel, stride, padding, dilation),
+            act(),
+        ]
+        channels = out_channels
+    layers.append(torch.nn.Flatten())
+    with torch.no_grad():
+        width = torch.nn.Sequential(*layers)(torch.zeros(1, *p.obs_shape)).shape[1]
+    for fc in p.hid_layers:
+        layers += [torch.nn.Linear(width, fc), act()]
+        width = fc
+    body = torch.nn.Sequential(*layers).to(memory_format=torch.channels_last)
+    policy, value = torch.nn.Linear(width, out), torch.nn.Linear(width, 1)
+
+    def forward(x: Any) -> tuple[Any, Any]:
+        h = body(x.float().contiguous(memory_format=torch.channels_last).div_(255.0))
+        return policy(h), value(h)
+
+    params = [*body.parameters(), *policy.parameters(), *value.parameters()]
+    obs = torch.randint(256, (p.num_envs, *p.obs_shape), dtype=torch.uint8)
+    return forward, params, obs
+
+
+def arithmetic_ppo(torch: Any, p: Plan) -> dict[str, float]:
+    forward, params, obs = policy_value(torch, p)
+    step = Step(torch, params, 3e-4, p.clip_grad, p.optim)
     start = now()
     for _ in range(p.act_calls):
         with torch.inference_mode():
-            head = actor(obs)
-            critic(obs)
+            head, _ = forward(obs)
             if p.discrete:
                 torch.multinomial(torch.softmax(head, -1), 1)
             else:
                 mean, log_std = head.chunk(2, -1)
                 mean + log_std.exp() * torch.randn_like(mean)
     acting = since(start)
-    batch_obs = torch.randn(p.batch, p.obs_dim)
-    actions = (
-        torch.randint(p.act_dim, (p.batch,)) if p.discrete else torch.randn(p.batch, p.act_dim)
-    )
-    old_logp, advs, v_targets = torch.randn(p.batch), torch.randn(p.batch), torch.randn(p.batch)
+    rows = p.horizon * p.num_envs  # a training call's batch, stored as acting saw it
+    batch_obs = obs[torch.randint(p.num_envs, (rows,))]
+    actions = torch.randint(p.act_dim, (rows,)) if p.discrete else torch.randn(rows, p.act_dim)
+    old_logp, advs, v_targets, old_v = (torch.randn(rows) for _ in range(4))
     rewards, values = torch.randn(p.horizon, p.num_envs), torch.randn(p.horizon + 1, p.num_envs)
     not_dones = torch.ones(p.horizon, p.num_envs)
     steps_per_call = p.train_steps // max(p.train_calls, 1)
+    eps = p.clip_eps
     for _ in range(p.train_calls):
         with torch.no_grad():
-            critic(obs)  # V(s_T)
+            forward(obs)  # V(s_T)
             gae = torch.zeros(p.num_envs)
             for t in reversed(range(p.horizon)):
                 delta = rewards[t] + p.gamma * values[t + 1] * not_dones[t] - values[t]
                 gae = delta + p.gamma * 0.95 * not_dones[t] * gae
+        minibatches: list[Any] = []
         for _ in range(steps_per_call):
-            head = actor(batch_obs)
+            if not minibatches:  # an epoch: the batch shuffled into minibatches
+                minibatches = list(torch.randperm(rows).split(p.batch))
+            idx = minibatches.pop()
+            head, v = forward(batch_obs.index_select(0, idx))
+            v = v.squeeze(-1)
             if p.discrete:
                 log_probs = torch.log_softmax(head, -1)
-                logp = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+                logp = log_probs.gather(-1, actions[idx].unsqueeze(-1)).squeeze(-1)
                 entropy = -(log_probs.exp() * log_probs).sum(-1)
             else:
                 mean, log_std = head.chunk(2, -1)
-                z = (actions - mean) / log_std.exp()
+                z = (actions[idx] - mean) / log_std.exp()
                 logp = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
                 entropy = (log_std + 0.5 + 0.5 * math.log(2 * math.pi)).sum(-1)
-            ratios = (logp - old_logp).exp()
-            norm_advs = (advs - advs.mean()) / (advs.std() + 1e-8)
-            policy_loss = -torch.min(ratios * norm_advs, ratios.clamp(0.8, 1.2) * norm_advs).mean()
-            value_loss = torch.nn.functional.mse_loss(critic(batch_obs).squeeze(-1), v_targets)
+            ratios = (logp - old_logp[idx]).exp()
+            mb_advs = advs[idx]
+            norm_advs = (mb_advs - mb_advs.mean()) / (mb_advs.std() + 1e-8)
+            clipped = ratios.clamp(1 - eps, 1 + eps)
+            policy_loss = -torch.min(ratios * norm_advs, clipped * norm_advs).mean()
+            if p.clip_vloss:
+                v_clipped = old_v[idx] + (v - old_v[idx]).clamp(-eps, eps)
+                errors = (v - v_targets[idx]).square(), (v_clipped - v_targets[idx]).square()
+                value_loss = 0.5 * torch.max(*errors).mean()
+            else:
+                value_loss = torch.nn.functional.mse_loss(v, v_targets[idx])
             step(policy_loss + 0.5 * value_loss - 0.01 * entropy.mean())
     return acting
 
@@ -433,16 +564,16 @@ ARITHMETIC: dict[str, Callable[[Any, Plan], dict[str, float]]] = {
 
 
 def child_env(p: Plan) -> dict[str, float]:
-    """Seconds to step the vector env for the plan's vector steps, actions drawn in advance."""
-    import gymnasium as gym
+    """Seconds to step the vector env for the plan's vector steps, actions drawn in advance
+    (and, for an ALE game, the native env's threads: one per free core, as SLM Lab picks)."""
     import numpy as np
 
-    vec = gym.make_vec(
-        p.env_id,
-        num_envs=p.num_envs,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-    )
+    kwargs = dict(p.env_kwargs)
+    if p.env_id.startswith(ALE_PREFIX):
+        from slm_lab.env.vectorization import session_cpus
+
+        kwargs["num_threads"] = max(1, min(p.num_envs, session_cpus(1)))
+    vec = vector_env(p.env_id, p.num_envs, **kwargs)
     rng = np.random.default_rng(0)
     space = vec.single_action_space
     if p.discrete:
@@ -456,7 +587,7 @@ def child_env(p: Plan) -> dict[str, float]:
         vec.step(a)
     seconds = since(start)
     vec.close()
-    return seconds
+    return seconds | ({"ale_threads": kwargs["num_threads"]} if "num_threads" in kwargs else {})
 
 
 def child_arithmetic(p: Plan) -> dict[str, float]:
@@ -558,6 +689,7 @@ def run_child(command: str, work: str, frames: int, *extra: str) -> dict[str, An
 
 def startup_s(p: Plan) -> dict[str, float]:
     imports = "import torch, gymnasium" + (", mujoco" if p.env_id in MUJOCO_ENVS else "")
+    imports += ", ale_py" if p.env_id.startswith(ALE_PREFIX) else ""
     with tempfile.TemporaryDirectory(prefix="floor_startup_") as tmp:
         return seconds(run_process([PYTHON, "-c", imports], cwd=Path(tmp)))
 
@@ -589,6 +721,12 @@ def floor_parts(work: str, p: Plan, frames: int) -> dict[str, dict[str, float]]:
 
 def both(x: dict[str, float]) -> str:
     return f"{x['cpu']:.2f} cpu / {x['wall']:.2f} wall s"
+
+
+def ale_threads(parts: dict[str, Any]) -> str:
+    """The ALE threads the floor's env stepped with, for its line (nothing for other envs)."""
+    threads = parts["env"].get("ale_threads")
+    return "" if threads is None else f" | ALE threads {threads}"
 
 
 def frames_of(work: str, scale: float) -> int:
@@ -637,7 +775,7 @@ def run(
             at = load()
             if side == "floor":
                 r = floor_parts(work, p, frames)
-                line = " | ".join(f"{k} {both(v)}" for k, v in r.items())
+                line = " | ".join(f"{k} {both(v)}" for k, v in r.items()) + ale_threads(r)
             else:
                 fn = slm_lab_s if side == "slm_lab" else sb3_s
                 r = {"whole": fn(work, frames, seed + i)}
@@ -682,7 +820,7 @@ def profile(work: Work, frames_scale: Scale = 1.0) -> None:
     beside = {"startup": floor["startup"], "env": floor["env"], "acting": floor["of_which_acting"]}
     beside["training"] = {c: floor["arithmetic"][c] - floor["of_which_acting"][c] for c in CLOCKS}
     typer.echo(f"{work}, {frames} frames | {at} at the start, {load()} at the end")
-    typer.echo(" | ".join(f"floor {k} {both(v)}" for k, v in floor.items()))
+    typer.echo(" | ".join(f"floor {k} {both(v)}" for k, v in floor.items()) + ale_threads(floor))
     typer.echo("one SLM Lab session in one process: part, cpu s (floor's), wall s (floor's)")
     for name, value in [*parts.items(), ("whole child", prof["process"]), ("slm-lab run", whole)]:
         row = f"  {name:<12}"

@@ -140,11 +140,26 @@ def test_shell_script_parses(path: Path) -> None:
 # (work, frames) -> the floor's counts, by hand from the spec: PPO trains every 32 x 8 = 256
 # frames, 20 epochs of one 256-row minibatch, and acts once per 8-env step; DQN trains every 256
 # frames from frame 1024, 128 gradient steps a call (SLM Lab's measured 24576 at 5e4); SAC acts
-# and steps once per frame after the first 100 (SB3's measured 19900 at 2e4).
+# and steps once per frame after the first 100 (SB3's measured 19900 at 2e4). PPO Pong trains
+# every 128 x 16 = 2048 frames, 4 epochs of 2048 / 256 = 8 minibatches, and acts once per
+# 16-env step, on 4 stacked 84x84 frames with the spec's Nature CNN shared by both heads.
 FLOOR_COUNTS = {
     ("ppo_cartpole", 100_000): {"act_calls": 12_500, "train_calls": 390, "train_steps": 7_800},
     ("dqn_cartpole", 50_000): {"train_calls": 192, "train_steps": 24_576, "batch": 64},
     ("sac_pendulum", 20_000): {"act_calls": 19_900, "train_steps": 19_900, "batch": 256},
+    ("ppo_pong", 4096): {
+        "act_calls": 256,
+        "train_calls": 2,
+        "train_steps": 64,
+        "batch": 256,
+        "obs_shape": (4, 84, 84),
+        "act_dim": 6,
+        "conv_layers": [[32, 8, 4, 0, 1], [64, 4, 2, 0, 1], [64, 3, 1, 0, 1]],
+        "hid_layers": [512],
+        "shared": True,
+        "clip_vloss": True,
+        "optim": "AdamW",
+    },
 }
 
 
@@ -161,12 +176,20 @@ def test_floor_dqn_greedy_actions(bench_import: object) -> None:
     assert floor.linear_sum(1.0, 0.0, 0, 10, 20) == pytest.approx(4.5 + 10)
 
 
-@pytest.mark.parametrize("work", ["ppo_cartpole", "dqn_cartpole", "sac_pendulum"])
+@pytest.mark.parametrize("work", ["ppo_cartpole", "dqn_cartpole", "sac_pendulum", "ppo_pong"])
 def test_floor_arithmetic_runs(bench_import: object, work: str) -> None:
     """A few of each work's torch calls, so a floor that no longer runs fails here."""
     floor = bench_import(BENCH / "floor.py")
     plan = dataclasses.replace(floor.plan(work, 300), act_calls=2, train_calls=1, train_steps=2)
     floor.ARITHMETIC[plan.algo](torch, plan)
+
+
+def test_floor_pong_env_steps(bench_import: object) -> None:
+    """The floor's Pong env is ale-py's native vector env of the spec's 16 games, stepped."""
+    floor = bench_import(BENCH / "floor.py")
+    plan = dataclasses.replace(floor.plan("ppo_pong", 4096), vector_steps=3)
+    result = floor.child_env(plan)
+    assert result["ale_threads"] >= 1 and result["wall"] > 0
 
 
 @pytest.mark.parametrize("config", ["a3c_2w", "a3c_1w", "a2c"])
