@@ -567,7 +567,7 @@ class PlaygroundVecEnv:
                         self.clock.frame,
                         self.clock.epi - num_done,
                         ended,
-                        lengths[dones] // self.action_repeat,
+                        (lengths[dones] // self.action_repeat).astype(np.int64),  # whole steps
                         np.flatnonzero(dones),
                     )
                 )

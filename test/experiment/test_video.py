@@ -322,6 +322,7 @@ def test_enjoy_record_of_a_playground_env_headless(tmp_path: Path) -> None:
     out = enjoy_headless(tmp_path, run_dir, 2)
     metrics = json.loads((out / "enjoy_metrics.json").read_text())
     assert metrics["lengths"] == [20, 20]
+    assert all(type(n) is int for n in metrics["lengths"])  # whole steps, as Gymnasium's
     frames, fps = read_video(out / "enjoy.mp4")
     assert len(frames) == metrics["video_frames"] == sum(metrics["lengths"]) + 2
     assert fps == 100.0  # CartpoleBalance's ctrl_dt is 0.01 s, its action_repeat 1
