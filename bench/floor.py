@@ -150,18 +150,14 @@ def space_dims(env_id: str) -> tuple[tuple[int, ...], int, bool]:
 
 
 def ale_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
-    """The native env's options SLM Lab's Atari backend sets for a spec without ALE options of
-    its own (slm_lab/env/atari_backend.py `_native_kwargs`): no clipping, no episodic life in
-    ALE (SLM Lab's own), the game's limit a step past SLM Lab's time limit (max_t, else ALE v5's
-    108000 frames at frameskip 4); ALE's threads are chosen at launch (`child_env`)."""
-    frameskip = 4
-    max_steps = spec["env"].get("max_t") or math.ceil(108_000 / frameskip)
-    return {
-        "reward_clipping": False,
-        "episodic_life": False,
-        "life_loss_info": False,
-        "max_num_frames_per_episode": (max_steps + 1) * frameskip,
-    }
+    """The native env's options SLM Lab's Atari backend sets for the spec's env section (its
+    own `_native_kwargs`: no clipping, no episodic life in ALE, the game's limit a step past
+    SLM Lab's time limit); ALE's threads are chosen at launch (`child_env`)."""
+    from slm_lab.env import atari_backend
+    from slm_lab.env.config import EnvConfig
+    from slm_lab.lib.config import parse
+
+    return atari_backend._native_kwargs(parse(EnvConfig, spec["env"], "env"))
 
 
 def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:

@@ -643,6 +643,8 @@ class PlaygroundVecEnv:
 
     def frames(self) -> list[np.ndarray]:
         """Env 0's frames since the last call (render_mode "rgb_array")."""
+        if self._frames is None:
+            raise RuntimeError(f"{self.name} was not made with render_mode {render.RENDER_MODE!r}")
         return self._frames.pop()
 
     @property
