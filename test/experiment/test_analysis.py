@@ -367,7 +367,7 @@ def test_loss_scale_is_log_over_two_decades_and_symlog_with_values_at_or_below_z
 def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The figures the graphs draw, instead of their PNGs."""
     drawn: list[Any] = []
-    monkeypatch.setattr(analysis, "_save", lambda fig, path: drawn.append(fig))
+    monkeypatch.setattr(analysis, "_write_png", lambda fig, path: drawn.append(fig))
     return drawn
 
 
@@ -377,6 +377,34 @@ def test_session_graph_sets_each_panels_scale(figures: list[Any]) -> None:
     _, loss_ax, value_ax = fig.axes
     assert (loss_ax.get_yscale(), value_ax.get_yscale()) == ("log", "symlog")
     assert value_ax.yaxis.get_transform().linthresh == 1e-2  # linear under the smallest size
+
+
+def test_session_and_trial_graphs_keep_every_label_inside_the_figure_and_off_the_other_panels(
+    figures: list[Any],
+) -> None:
+    """The fixed margins hold wide tick labels (a symlog loss, six-digit returns, a small lr)
+    and long y labels, in one column of panels and in two."""
+    n = 50
+    wide = {
+        "loss": np.linspace(-1.5e5, 2.0, n),
+        "value_loss": np.geomspace(1e-8, 1e2, n),
+        "explained_variance": np.linspace(-33.0, 1.0, n),
+        "lr": np.linspace(3e-4, 0.0, n),
+    }
+    returns = np.linspace(-150_000.0, 150_000.0, n)
+    rows = {"frame": np.arange(n) * 2e5, "total_reward": returns, "total_reward_ma": returns}
+    plot_session(rows | wide, "a_long_spec_name_for_a_title t0 s0", Path("x"))
+    plot_session(rows | wide | {f"{k}_2": v for k, v in wide.items()}, "two columns", Path("x"))
+    plot_trial([rows, rows], "t", Path("x"))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    for fig in figures:
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+        for box in boxes:
+            assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+        for i, a in enumerate(boxes):
+            assert not any(a.overlaps(b) for b in boxes[i + 1 :])
 
 
 @pytest.mark.parametrize(("sessions", "label"), [(1, "1 session"), (3, "3 sessions")])
