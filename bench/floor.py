@@ -51,8 +51,10 @@ import typer
 from vs_sb3 import COMPARISONS, OUT_DIR, ROOT
 from whole_process import (
     PYTHON,
+    TIMED_MODULES,
     line_after,
     monotonic,
+    require_bytecode,
     run_process,
     slm_lab_run_cmd,
     write_report,
@@ -761,6 +763,7 @@ def run(
     seed: Annotated[int, typer.Option(help="seed of SLM Lab and SB3; round i uses seed + i")] = 0,
 ) -> None:
     """The floor's parts and sum, SLM Lab's and SB3's whole processes, interleaved."""
+    require_bytecode(*TIMED_MODULES, "stable_baselines3")
     frames = frames_of(work, frames_scale)
     p = plan(work, frames)
     typer.echo(f"{work}: {frames} frames | {p.derivation} | {load()}")
@@ -805,6 +808,7 @@ def run(
 @app.command()
 def profile(work: Work, frames_scale: Scale = 1.0) -> None:
     """Where one SLM Lab session's seconds go, beside the floor's parts and the whole process."""
+    require_bytecode(*TIMED_MODULES)
     frames = frames_of(work, frames_scale)
     p = plan(work, frames)
     at = load()

@@ -48,6 +48,7 @@ usage: uv run --group bench python bench/whole_process.py pairs [--pairs 3] [--o
 """
 
 import csv
+import importlib.util
 import json
 import os
 import platform
@@ -122,6 +123,30 @@ DEFAULT_WORKS = (WorkName.ppo, WorkName.dqn)  # the Hopper works only when asked
 
 
 # -- one child process -------------------------------------------------------------------------
+TIMED_MODULES = ("torch", "gymnasium", "matplotlib.figure", "slm_lab.experiment.session")
+
+
+def require_bytecode(*modules: str) -> None:
+    """Exit with one line unless `modules` (imported by the processes timed) have their compiled
+    .pyc files. A user's Python writes them at the first import; where it does not
+    (PYTHONDONTWRITEBYTECODE, a fresh `uv sync` without --compile-bytecode) every process
+    compiles its imports from source, about 1.5 s of torch's start-up on the 2-core machine,
+    paid by every side and pulling their ratios towards 1."""
+    missing = []
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        if not Path(importlib.util.cache_from_source(spec.origin)).exists():
+            missing.append(name)
+    if missing:
+        raise SystemExit(
+            f"error: no compiled bytecode for {', '.join(missing)}: run `uv sync --frozen "
+            "--compile-bytecode --group bench --inexact` and `uv run python -m compileall -q "
+            "slm_lab` first, so that each timed process loads its imports as a user's would"
+        )
+
+
 def monotonic() -> float:
     """CLOCK_MONOTONIC is one clock for all processes, so a child's stamps compare with ours."""
     return time.clock_gettime(time.CLOCK_MONOTONIC)
@@ -335,6 +360,7 @@ def pairs(
     ] = Precision.float32,
 ) -> None:
     """Whole SLM Lab CLI runs vs whole SB3 script runs, alternating, on RL Zoo works."""
+    require_bytecode(*TIMED_MODULES, "stable_baselines3")
     report: dict[str, Any] = {
         "pairs": pairs,
         "frames_scale": frames_scale,

@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import importlib
 import importlib.util
+import py_compile
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -202,3 +203,17 @@ def test_hogwild_speed_configs_validate(bench_import: object, config: str) -> No
     spec = spec_util.load_spec(str(bench.SPEC), bench.NAME, sets).spec
     assert spec.meta.hogwild == (config != "a2c")
     assert spec.env.num_envs == bench.SPEC_NUM_ENVS * (2 if config == "a2c" else 1)
+
+
+def test_timing_refuses_modules_without_bytecode(
+    bench_import: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A timed process that compiles its imports from source measures the compiler: the benches
+    say which modules lack their .pyc and how to make them, and run once they exist."""
+    whole_process = bench_import(BENCH / "whole_process.py")
+    (tmp_path / "fresh_module_for_bench.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SystemExit, match="no compiled bytecode for fresh_module_for_bench"):
+        whole_process.require_bytecode("fresh_module_for_bench")
+    py_compile.compile(str(tmp_path / "fresh_module_for_bench.py"))
+    whole_process.require_bytecode("fresh_module_for_bench")
