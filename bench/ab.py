@@ -74,6 +74,12 @@ def run_pairs(
     """`measure(checkout)` in A and in B alternately, `pairs` times; each run (`describe`), the
     medians of its "fps" and the median of the per-pair ratios B / A."""
     typer.echo(f"A: {a} at {commit(a)} | B: {b} at {commit(b)}")
+    for checkout in (a, b):  # each checkout's own Python checks its own bytecode
+        python = checkout.resolve() / ".venv" / "bin" / "python"
+        check = [str(python), str(BENCH / "whole_process.py"), "require-bytecode"]
+        done = subprocess.run([*check, "--root", str(checkout.resolve())], capture_output=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{checkout}: {done.stderr.decode().strip().splitlines()[-1]}")
     fps: dict[str, list[float]] = {"A": [], "B": []}
     for i in range(pairs):
         order = (("A", a), ("B", b)) if i % 2 == 0 else (("B", b), ("A", a))

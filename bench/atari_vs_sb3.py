@@ -70,7 +70,15 @@ from vs_sb3 import (
     shipped_spec,
     timed_learn,
 )
-from whole_process import PYTHON, line_after, run_process, slm_lab_run_cmd, write_report
+from whole_process import (
+    PYTHON,
+    TIMED_MODULES,
+    line_after,
+    require_bytecode,
+    run_process,
+    slm_lab_run_cmd,
+    write_report,
+)
 from whole_process import write_spec_file as write_named_spec
 
 LIBS = ("slm_lab", "sb3")
@@ -398,6 +406,7 @@ def ppo(
     pairs: Pairs = 2, frames: Frames = None, seed: Seed = 0, precision: Precision = None
 ) -> None:
     """ppo_atari (SLM Lab CLI) vs SB3 PPO CnnPolicy on ALE/Pong-v5 x16."""
+    require_bytecode(*TIMED_MODULES, "stable_baselines3", "ale_py")
     compare("ppo", pairs, frames, seed, DEFAULT_LEARNING_STARTS, precision)
 
 
@@ -410,6 +419,7 @@ def dqn(
     precision: Precision = None,
 ) -> None:
     """dqn_atari (SLM Lab CLI) vs SB3 DQN CnnPolicy on ALE/Pong-v5 x16."""
+    require_bytecode(*TIMED_MODULES, "stable_baselines3", "ale_py")
     compare("dqn", pairs, frames, seed, learning_starts, precision)
 
 

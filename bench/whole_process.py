@@ -47,6 +47,7 @@ usage: uv run --group bench python bench/whole_process.py pairs [--pairs 3] [--o
        [--frames-scale 1] [--precision float32|bf16-mixed]; ... cli [--repeats 10]; ... startup [--repeats 5]; ... rss [--repeats 3]
 """
 
+import compileall
 import csv
 import importlib.util
 import json
@@ -126,24 +127,26 @@ DEFAULT_WORKS = (WorkName.ppo, WorkName.dqn)  # the Hopper works only when asked
 TIMED_MODULES = ("torch", "gymnasium", "matplotlib.figure", "slm_lab.experiment.session")
 
 
-def require_bytecode(*modules: str) -> None:
-    """Exit with one line unless `modules` (imported by the processes timed) have their compiled
-    .pyc files. A user's Python writes them at the first import; where it does not
-    (PYTHONDONTWRITEBYTECODE, a fresh `uv sync` without --compile-bytecode) every process
-    compiles its imports from source, about 1.5 s of torch's start-up on the 2-core machine,
-    paid by every side and pulling their ratios towards 1."""
+def require_bytecode(*modules: str, root: Path = ROOT) -> None:
+    """Compile `root`'s slm_lab where its .pyc files are missing or stale, then exit with one line
+    unless the installed `modules` (imported by the processes timed) have their .pyc files. A
+    user's Python writes them at the first import; where it does not (PYTHONDONTWRITEBYTECODE,
+    a `uv sync` without --compile-bytecode) every process compiles its imports from source,
+    about 1.5 s of torch's start-up on the 2-core machine, paid by every side and pulling their
+    ratios towards 1."""
+    compileall.compile_dir(root / "slm_lab", quiet=1)
     missing = []
     for name in modules:
         spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        if not Path(importlib.util.cache_from_source(spec.origin)).exists():
+        if spec is None:
             missing.append(name)
+        elif spec.cached is not None and not Path(spec.cached).exists():
+            missing.append(name)  # an extension or namespace package has none to compile
     if missing:
         raise SystemExit(
             f"error: no compiled bytecode for {', '.join(missing)}: run `uv sync --frozen "
-            "--compile-bytecode --group bench --inexact` and `uv run python -m compileall -q "
-            "slm_lab` first, so that each timed process loads its imports as a user's would"
+            "--compile-bytecode --group bench --inexact` first, so that each timed process "
+            "loads its imports as a user's would"
         )
 
 
@@ -411,6 +414,7 @@ def cli(
     repeats: Annotated[int, typer.Option(min=1, help="runs of each command")] = 10,
 ) -> None:
     """Start-up of `slm-lab --help` and `slm-lab check`, next to a bare Typer CLI."""
+    require_bytecode(*TIMED_MODULES)
     cases: dict[str, list[str | Path]] = {
         "slm-lab --help": [SLM_LAB, "--help"],
         "slm-lab check ppo_cartpole.json": [SLM_LAB, "check", PPO_CARTPOLE_SPEC],
@@ -443,6 +447,7 @@ def startup(
     mode: Annotated[str, typer.Option(help="dev or train (one session either way)")] = "dev",
 ) -> None:
     """Seconds from launch to the first env step of `slm-lab run ppo_cartpole.json ppo_cartpole <mode>`."""
+    require_bytecode(*TIMED_MODULES)
     runs = []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="whole_process_startup_") as tmp:
@@ -510,6 +515,13 @@ def rss(
         {"repeats": repeats, "max_frame": frames, "runs": runs}
         | {"median_peak_rss_mb": medians, "framework_share_mb": share},
     )
+
+
+@app.command("require-bytecode", hidden=True)
+def require_bytecode_command(root: Annotated[Path, typer.Option()] = ROOT) -> None:
+    """`require_bytecode` in this Python's environment for the checkout `root` (ab.py runs it
+    with each checkout's own Python)."""
+    require_bytecode(*TIMED_MODULES, root=root)
 
 
 if __name__ == "__main__":

@@ -209,11 +209,18 @@ def test_timing_refuses_modules_without_bytecode(
     bench_import: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A timed process that compiles its imports from source measures the compiler: the benches
-    say which modules lack their .pyc and how to make them, and run once they exist."""
+    compile the checkout's own slm_lab, say which installed modules lack their .pyc (or are not
+    installed) and how to make them, and run once they exist."""
     whole_process = bench_import(BENCH / "whole_process.py")
+    project = tmp_path / "checkout"
+    (project / "slm_lab").mkdir(parents=True)
+    (project / "slm_lab" / "session.py").write_text("X = 1\n")
     (tmp_path / "fresh_module_for_bench.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(SystemExit, match="no compiled bytecode for fresh_module_for_bench"):
-        whole_process.require_bytecode("fresh_module_for_bench")
+        whole_process.require_bytecode("fresh_module_for_bench", root=project)
+    assert Path(importlib.util.cache_from_source(str(project / "slm_lab" / "session.py"))).exists()
+    with pytest.raises(SystemExit, match="no compiled bytecode for no_such_module_here"):
+        whole_process.require_bytecode("no_such_module_here", root=project)
     py_compile.compile(str(tmp_path / "fresh_module_for_bench.py"))
-    whole_process.require_bytecode("fresh_module_for_bench")
+    whole_process.require_bytecode("fresh_module_for_bench", "_ctypes", root=project)

@@ -396,11 +396,8 @@ def test_session_and_trial_graphs_keep_every_label_inside_the_figure_and_off_the
     plot_session(rows | wide, "a_long_spec_name_for_a_title t0 s0", Path("x"))
     plot_session(rows | wide | {f"{k}_2": v for k, v in wide.items()}, "two columns", Path("x"))
     plot_trial([rows, rows], "t", Path("x"))
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
     for fig in figures:
-        renderer = FigureCanvasAgg(fig).get_renderer()
-        boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+        boxes = [ax.get_tightbbox() for ax in fig.axes]
         for box in boxes:
             assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
         for i, a in enumerate(boxes):
