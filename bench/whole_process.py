@@ -132,8 +132,8 @@ def require_bytecode(*modules: str, root: Path = ROOT) -> None:
     unless the installed `modules` (imported by the processes timed) have their .pyc files. A
     user's Python writes them at the first import; where it does not (PYTHONDONTWRITEBYTECODE,
     a `uv sync` without --compile-bytecode) every process compiles its imports from source,
-    about 1.5 s of torch's start-up on the 2-core machine, paid by every side and pulling their
-    ratios towards 1."""
+    about 1.5 s of torch's start-up on the 2-core machine, paid by every side in its own amount
+    (SB3's process compiled more than SLM Lab's), which skews every ratio."""
     compileall.compile_dir(root / "slm_lab", quiet=1)
     missing = []
     for name in modules:
