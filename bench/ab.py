@@ -76,6 +76,8 @@ def run_pairs(
     typer.echo(f"A: {a} at {commit(a)} | B: {b} at {commit(b)}")
     for checkout in (a, b):  # each checkout's own Python checks its own bytecode
         python = checkout.resolve() / ".venv" / "bin" / "python"
+        if not python.exists():
+            raise SystemExit(f"{checkout}: no .venv/bin/python: run `uv sync --frozen` there")
         check = [str(python), str(BENCH / "whole_process.py"), "require-bytecode"]
         done = subprocess.run([*check, "--root", str(checkout.resolve())], capture_output=True)
         if done.returncode != 0:
