@@ -1,5 +1,8 @@
 """Nets built from a spec: head init std, LR schedulers driven by the clock, optimizer sharing."""
 
+import copy
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -143,6 +146,55 @@ def test_grad_step_takes_no_step_on_a_non_finite_gradient(clip: float | None) ->
     assert optim.state_dict()["state"] == {}  # Adam's moments and step count untouched
     assert grad_step(((w - 2.0) ** 2).sum()) is True
     assert torch.isfinite(w).all() and not torch.equal(w.detach(), torch.tensor([1.0, 0.0]))
+
+
+@pytest.mark.parametrize(
+    "optim_cls, kwargs",
+    [
+        (torch.optim.Adam, {"lr": 0.01}),
+        (torch.optim.Adam, {"lr": 0.01, "weight_decay": 0.1, "maximize": True}),
+        (torch.optim.AdamW, {"lr": 0.01, "betas": (0.8, 0.95), "eps": 1e-5}),
+        (torch.optim.Adam, {"lr": 0.01, "amsgrad": True}),  # the optimizer's own update
+    ],
+)
+def test_fused_adam_step_is_the_optimizers_own_step(optim_cls: Any, kwargs: Any) -> None:
+    """bare_step's direct kernel call gives every parameter, moment and step count bit for bit
+    what optimizer.step() gives, over steps with an LR schedule, a parameter without a gradient
+    and a second param group, and after the optimizer's state is loaded again (a resume)."""
+    torch.manual_seed(0)
+    nets = [torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Linear(8, 2)) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    optims = [
+        optim_cls(
+            [{"params": n[0].parameters()}, {"params": n[1].parameters(), "lr": 0.003}],
+            fused=True,
+            **kwargs,
+        )
+        for n in nets
+    ]
+    schedulers = [torch.optim.lr_scheduler.StepLR(o, 3, 0.5) for o in optims]
+    bare = net_util.bare_step(optims[1])
+    assert isinstance(bare, net_util.FusedAdamStep)
+    for i in range(12):
+        x = torch.randn(5, 3)
+        for net, optim in zip(nets, optims, strict=True):
+            optim.zero_grad(set_to_none=True)
+            net(x).pow(2).mean().backward()
+            if i % 4 == 1:  # a parameter without a gradient is left alone
+                net[0].bias.grad = None
+        optims[0].step()
+        bare()
+        for scheduler in schedulers:
+            scheduler.step()
+        if i == 6:
+            optims[1].load_state_dict(copy.deepcopy(optims[1].state_dict()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True)
+    )
+    states = [o.state_dict()["state"] for o in optims]
+    assert states[0].keys() == states[1].keys()
+    for k in states[0]:
+        assert all(torch.equal(states[0][k][m], states[1][k][m]) for m in states[0][k])
 
 
 def test_optimize_skips_a_non_finite_gradient_uncounted_and_the_net_stays_finite() -> None:

@@ -130,17 +130,88 @@ _skip_dynamo_import()
 def bare_step(optim: torch.optim.Optimizer) -> Any:
     """`optim.step` without torch's per-call wrappers: a profiler range, step hooks (SLM Lab
     registers none) and, at the first call, an import of torch._dynamo (4.5 s, 170 MB here).
-    The optimizer's own update runs under no_grad, as its wrapper would run it."""
+    The optimizer's own update runs under no_grad, as its wrapper would run it; a fused Adam
+    or AdamW calls its kernel directly (`FusedAdamStep`)."""
     if optim.defaults.get("differentiable") or optim._optimizer_step_pre_hooks:
         return optim.step
     update = inspect.unwrap(type(optim).step)
     optim._opt_called = True  # what the wrapper tells an LR scheduler: step() has been called
+    if FusedAdamStep.covers(optim):
+        return FusedAdamStep(optim, update)
 
     def step() -> None:
         with torch.no_grad():
             update(optim)
 
     return step
+
+
+class FusedAdamStep:
+    """A fused torch.optim.Adam's or AdamW's step: the two calls its update makes,
+    `_foreach_add_` on the step counts and the fused kernel, with the same arguments, on the
+    optimizer's own state. Without the Python around them (checking every parameter's state,
+    grouping the tensors by device and dtype at each step) a DQN CartPole gradient step of
+    about 1 ms took 70 us less here. The optimizer is unchanged: its state_dict, LR schedulers
+    and param_groups (read at each step) work as before. A step where some parameter with a
+    gradient has no state yet (the first), or a group sets an option the kernel call here does
+    not pass (amsgrad, capturable, a tensor lr), runs the optimizer's own update."""
+
+    KERNELS = {False: torch._fused_adam_, True: torch._fused_adamw_}
+
+    @staticmethod
+    def covers(optim: torch.optim.Optimizer) -> bool:
+        params = [p for g in optim.param_groups for p in g["params"]]
+        return (
+            type(optim) in (torch.optim.Adam, torch.optim.AdamW)
+            and bool(optim.defaults.get("fused"))
+            and len({(p.device, p.dtype) for p in params}) == 1
+            and not any(p.is_complex() for p in params)
+        )
+
+    def __init__(self, optim: torch.optim.Optimizer, update: Any) -> None:
+        self.optim, self.update = optim, update
+
+    def __call__(self) -> None:
+        optim, state = self.optim, self.optim.state
+        groups = []
+        for group in optim.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            states = [state.get(p) for p in params]
+            if (
+                not all(states)
+                or not group["fused"]
+                or group["amsgrad"]
+                or group["capturable"]
+                or torch.is_tensor(group["lr"])
+            ):
+                with torch.no_grad():
+                    self.update(optim)
+                return
+            groups.append((group, params, states))
+        with torch.no_grad():
+            for group, params, states in groups:
+                steps = [s["step"] for s in states]
+                torch._foreach_add_(steps, 1)
+                beta1, beta2 = group["betas"]
+                self.KERNELS[group["decoupled_weight_decay"]](
+                    params,
+                    [p.grad for p in params],
+                    [s["exp_avg"] for s in states],
+                    [s["exp_avg_sq"] for s in states],
+                    [],
+                    steps,
+                    amsgrad=False,
+                    lr=group["lr"],
+                    beta1=float(beta1),
+                    beta2=float(beta2),
+                    weight_decay=group["weight_decay"],
+                    eps=group["eps"],
+                    maximize=group["maximize"],
+                    grad_scale=None,
+                    found_inf=None,
+                )
 
 
 class GradStep:
