@@ -52,6 +52,12 @@ from slm_lab.agent.memory.sum_tree import SumTree
 from slm_lab.lib.util import counted
 
 
+def _flat(rows: np.ndarray, capacity: int) -> np.ndarray:
+    """A [capacity_steps, num_envs, ...] array as [capacity, ...]: a view where it is
+    contiguous, as the memory's arrays are."""
+    return rows.reshape(capacity, *rows.shape[2:])
+
+
 def _to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
@@ -152,25 +158,36 @@ class Replay:
         return idxs
 
     def _gather(self, idxs: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
-        """The transitions at flat indices `idxs`, as tensors named as Batch's fields."""
-        rows, envs = np.divmod(idxs, self.num_envs)
-        batch = {k: v[rows, envs] for k, v in self.data.items()}
-        slots = self.final_idx[rows, envs]
+        """The transitions at flat indices `idxs`, as tensors named as Batch's fields.
+
+        The [capacity_steps, num_envs, ...] arrays are read as [capacity, ...] (a view of the
+        same memory), where flat index i is row i // num_envs, env i % num_envs: one index
+        array instead of two (a DQN CartPole batch of 64 took 30 us, much of a gradient step's
+        Python)."""
+        num_envs, capacity = self.num_envs, self.capacity
+        batch = {k: _flat(v, capacity).take(idxs, axis=0) for k, v in self.data.items()}
+        slots = _flat(self.final_idx, capacity).take(idxs)
         ended = slots >= 0
+        next_idxs = idxs + num_envs  # the next row's transition of the same env
+        next_idxs[next_idxs >= capacity] -= capacity
         if self.stacks is None:
-            next_obs = self.data["obs"][(rows + 1) % self.capacity_steps, envs]
-            next_obs[ended] = self.finals.values[slots[ended]]
+            next_obs = _flat(self.data["obs"], capacity).take(next_idxs, axis=0)
+            if ended.any():
+                next_obs[ended] = self.finals.values[slots[ended]]
         else:  # obs and next_obs (the next row's obs) rebuilt in one go
-            next_idxs = (idxs + self.num_envs) % self.capacity
             obs, next_obs = np.split(self.stacks.stacks(np.concatenate([idxs, next_idxs])), 2)
             batch["obs"] = obs
             if ended.any():
                 next_obs[ended] = self.stacks.final_stacks(
                     idxs[ended], obs[ended], self.finals.values[slots[ended]]
                 )
-        newest = (rows == (self.head - 1) % self.capacity_steps) & ~ended
-        next_obs[newest] = self.latest_next_obs[envs[newest]]
+        newest_first = (self.head - 1) % self.capacity_steps * num_envs  # the newest row's env 0
+        newest = (idxs >= newest_first) & (idxs < newest_first + num_envs) & ~ended
+        if newest.any():
+            next_obs[newest] = self.latest_next_obs[idxs[newest] - newest_first]
         batch["next_obs"] = next_obs
+        if device.type == "cpu":
+            return {k: torch.from_numpy(v) for k, v in batch.items()}
         return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
 
     def sample(self, device: torch.device) -> Batch:
