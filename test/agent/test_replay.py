@@ -621,6 +621,26 @@ def test_frame_stacks_state_round_trip(cls: type[Replay], use_cer: bool) -> None
         assert_same_batches(*sample_all(mems, restarted_rng))
 
 
+@pytest.mark.parametrize("frame_stack", [1, K])
+def test_a_replay_saved_when_every_env_had_just_ended_loads(frame_stack: int) -> None:
+    """A checkpoint taken right after a step that ended every env's episode (a one-env Atari
+    game over or life loss) resumes: the newest row has no open successor to keep, and the
+    loaded replay samples what the saved one does."""
+    spec = {"max_size": 12, "batch_size": 4}
+    mem = Replay(memory_config(Replay, **spec), stack_layout(1, frame_stack), 1, MAX_FRAME)
+    stream = StackStream(1)
+    for _ in range(5):
+        mem.add(stream.step())
+    t = stream.step()
+    mem.add(t._replace(terminateds=np.array([True]), truncateds=np.array([False])))
+    saved = io.BytesIO()
+    torch.save(mem.state_dict(), saved)
+    saved.seek(0)
+    resumed = Replay(memory_config(Replay, **spec), stack_layout(1, frame_stack), 1, MAX_FRAME)
+    resumed.load_state_dict(torch.load(saved, weights_only=True))
+    assert_same_batches(mem.sample(CPU), resumed.sample(CPU))
+
+
 @pytest.mark.parametrize("full", [False, True])
 def test_a_full_replay_takes_its_loaded_arrays_over(full: bool) -> None:
     """A resume of a full replay keeps the checkpoint's arrays instead of copying them (a copy

@@ -253,9 +253,10 @@ class Replay:
         if n:  # the newest row's successors no longer depend on what the next add passes
             newest_row = (self.head - 1) % self.capacity_steps
             open_envs = self.final_idx[newest_row] < 0
-            self.final_idx[newest_row, open_envs] = self._push_finals(
-                open_envs, self.latest_next_obs[open_envs]
-            )
+            if open_envs.any():  # none when every env's episode ended at the newest row
+                self.final_idx[newest_row, open_envs] = self._push_finals(
+                    open_envs, self.latest_next_obs[open_envs]
+                )
 
 
 class PrioritizedReplay(Replay):
