@@ -197,6 +197,42 @@ def test_fused_adam_step_is_the_optimizers_own_step(optim_cls: Any, kwargs: Any)
         assert all(torch.equal(states[0][k][m], states[1][k][m]) for m in states[0][k])
 
 
+def test_fused_adam_step_after_a_group_of_another_dtype_is_added() -> None:
+    """A param group added after bare_step was built, in another dtype than the first: the step
+    is still the optimizer's own, bit for bit (one kernel call would take the two dtypes)."""
+    torch.manual_seed(0)
+    weights = [[torch.nn.Parameter(torch.randn(4)) for _ in range(2)] for _ in range(2)]
+    weights[1] = [torch.nn.Parameter(w.detach().clone()) for w in weights[0]]
+    extra = [torch.nn.Parameter(torch.randn(3, dtype=torch.float64)) for _ in range(2)]
+    extra[1] = torch.nn.Parameter(extra[0].detach().clone())
+    optims = [torch.optim.Adam(w, lr=0.01, fused=True) for w in weights]
+    bare = net_util.bare_step(optims[1])
+    for i in range(6):
+        if i == 2:
+            for optim, e in zip(optims, extra, strict=True):
+                optim.add_param_group({"params": [e]})
+        for ws, e in zip(weights, extra, strict=True):
+            for p in [*ws, e]:
+                p.grad = None
+            (sum(w.pow(2).sum() for w in ws) + e.pow(3).sum()).backward()
+        optims[0].step()
+        bare()
+    assert isinstance(bare, net_util.FusedAdamStep) and not bare.one_kind
+    assert all(torch.equal(a, b) for a, b in zip(weights[0], weights[1], strict=True))
+    assert torch.equal(extra[0], extra[1])
+
+
+def test_grad_step_takes_a_step_whose_finite_values_sum_past_the_largest_float() -> None:
+    """A finite loss and gradient norm whose sum overflows float32 are still finite: the step is
+    taken (only NaN or inf skips one)."""
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    grad_step = net_util.GradStep([torch.optim.SGD([w], lr=1e-39)], [([w], None)])
+    loss = (w * 3e38).sum()  # loss 3e38, gradient 3e38: their sum is inf in float32
+    assert torch.isinf(loss.detach() + 3e38)
+    assert grad_step(loss) is True
+    assert torch.isfinite(w).all() and not torch.equal(w.detach(), torch.tensor([1.0]))
+
+
 def test_optimize_skips_a_non_finite_gradient_uncounted_and_the_net_stays_finite() -> None:
     algo = make_env_agent(make_spec("ppo"))[1].algorithm
     before = [p.detach().clone() for p in algo.nets.parameters()]

@@ -663,6 +663,25 @@ def test_a_full_replay_takes_its_loaded_arrays_over(full: bool) -> None:
         assert np.array_equal(a.numpy(), b[: len(a)])
 
 
+def test_a_loaded_array_that_is_not_contiguous_is_copied() -> None:
+    """A full replay's checkpoint array in another memory layout (a checkpoint not written by
+    this replay) is copied into the replay's own contiguous array, which the batches are
+    gathered from, rather than taken over; the batches are the same."""
+    spec = {"max_size": 12, "batch_size": 5}
+    mem = Replay(memory_config(Replay, **spec), stack_layout(3, 1), 1, MAX_FRAME)
+    stream = StackStream(3)
+    for _ in range(9):  # 4 rows of 3 envs: full
+        mem.add(stream.step())
+    state = round_trip(mem.state_dict())
+    obs = state["data"]["obs"]
+    state["data"]["obs"] = obs.transpose(0, 1).contiguous().transpose(0, 1)  # same values
+    assert not state["data"]["obs"].is_contiguous()
+    resumed = Replay(memory_config(Replay, **spec), stack_layout(3, 1), 1, MAX_FRAME)
+    resumed.load_state_dict(state)
+    assert resumed.data["obs"].flags.c_contiguous
+    assert_same_batches(mem.sample(CPU), resumed.sample(CPU))
+
+
 # -- a replay that will not fit ----------------------------------------------------------------
 class VirtualMemory(NamedTuple):
     available: int

@@ -42,7 +42,12 @@ def take_or_copy(loaded: torch.Tensor, array: np.ndarray) -> np.ndarray:
     (a full replay's, from a checkpoint), so that the largest array is not held twice while the
     checkpoint is loaded (1.33 GiB more for `dqn_atari`'s frames); else `array`, copied into."""
     values = loaded.numpy()
-    if values.shape == array.shape and values.dtype == array.dtype and values.flags.writeable:
+    if (
+        values.shape == array.shape
+        and values.dtype == array.dtype
+        and values.flags.writeable
+        and values.flags.c_contiguous  # the replay reads its arrays through flat views
+    ):
         return values
     array[: len(values)] = values
     return array

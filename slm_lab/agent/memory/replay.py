@@ -53,8 +53,8 @@ from slm_lab.lib.util import counted
 
 
 def _flat(rows: np.ndarray, capacity: int) -> np.ndarray:
-    """A [capacity_steps, num_envs, ...] array as [capacity, ...]: a view where it is
-    contiguous, as the memory's arrays are."""
+    """A [capacity_steps, num_envs, ...] array as [capacity, ...]: a view, the memory's arrays
+    being contiguous (allocated so, and `take_or_copy` keeps a loaded one only if it is)."""
     return rows.reshape(capacity, *rows.shape[2:])
 
 
@@ -162,8 +162,7 @@ class Replay:
 
         The [capacity_steps, num_envs, ...] arrays are read as [capacity, ...] (a view of the
         same memory), where flat index i is row i // num_envs, env i % num_envs: one index
-        array instead of two (a DQN CartPole batch of 64 took 30 us, much of a gradient step's
-        Python)."""
+        array instead of two, in a gather that runs at every gradient step."""
         num_envs, capacity = self.num_envs, self.capacity
         batch = {k: _flat(v, capacity).take(idxs, axis=0) for k, v in self.data.items()}
         slots = _flat(self.final_idx, capacity).take(idxs)

@@ -8,6 +8,7 @@ import inspect
 import math
 import platform
 import weakref
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -128,7 +129,7 @@ def _skip_dynamo_import() -> None:
 _skip_dynamo_import()
 
 
-def bare_step(optim: torch.optim.Optimizer) -> Any:
+def bare_step(optim: torch.optim.Optimizer) -> Callable[[], Any]:
     """`optim.step` without torch's per-call wrappers: a profiler range, step hooks (SLM Lab
     registers none) and, at the first call, an import of torch._dynamo (4.5 s, 170 MB here).
     The optimizer's own update runs under no_grad, as its wrapper would run it; a fused Adam
@@ -137,43 +138,42 @@ def bare_step(optim: torch.optim.Optimizer) -> Any:
         return optim.step
     update = inspect.unwrap(type(optim).step)
     optim._opt_called = True  # what the wrapper tells an LR scheduler: step() has been called
-    if FusedAdamStep.covers(optim):
-        return FusedAdamStep(optim, update)
 
     def step() -> None:
         with torch.no_grad():
             update(optim)
 
+    if type(optim) in (torch.optim.Adam, torch.optim.AdamW) and optim.defaults.get("fused"):
+        return FusedAdamStep(optim, step)
     return step
 
 
 class FusedAdamStep:
     """A fused torch.optim.Adam's or AdamW's step: the two calls its update makes,
     `_foreach_add_` on the step counts and the fused kernel, with the same arguments, on the
-    optimizer's own state. Without the Python around them (checking every parameter's state,
-    grouping the tensors by device and dtype at each step) a DQN CartPole gradient step of
-    about 1 ms took 70 us less here. The optimizer is unchanged: its state_dict, LR schedulers
-    and param_groups (read at each step) work as before. A step where some parameter with a
-    gradient has no state yet (the first), or a group sets an option the kernel call here does
-    not pass (amsgrad, capturable, a tensor lr), runs the optimizer's own update."""
+    optimizer's own state, without the Python around them (checking every parameter's state,
+    grouping the tensors by device and dtype at each step), which is much of a small net's
+    gradient step. The optimizer is unchanged: its state_dict, LR schedulers and param_groups
+    (read at each step) work as before. `fallback`, the optimizer's own update, takes a step
+    where some parameter with a gradient has no state yet (the first), a group sets an option
+    the kernel call here does not pass (amsgrad, capturable, a tensor lr, not fused), or the
+    parameters are not all on one device in one dtype (one kernel call takes them all)."""
 
     KERNELS = {False: torch._fused_adam_, True: torch._fused_adamw_}
 
-    @staticmethod
-    def covers(optim: torch.optim.Optimizer) -> bool:
-        params = [p for g in optim.param_groups for p in g["params"]]
-        return (
-            type(optim) in (torch.optim.Adam, torch.optim.AdamW)
-            and bool(optim.defaults.get("fused"))
-            and len({(p.device, p.dtype) for p in params}) == 1
-            and not any(p.is_complex() for p in params)
-        )
-
-    def __init__(self, optim: torch.optim.Optimizer, update: Any) -> None:
-        self.optim, self.update = optim, update
+    def __init__(self, optim: torch.optim.Optimizer, fallback: Callable[[], None]) -> None:
+        self.optim, self.fallback = optim, fallback
+        self.groups_seen = 0  # how many param groups `one_kind` was taken over
+        self.one_kind = False
 
     def __call__(self) -> None:
         optim, state = self.optim, self.optim.state
+        if len(optim.param_groups) != self.groups_seen:  # built, or a group added since
+            self.groups_seen = len(optim.param_groups)
+            kinds = {(p.device, p.dtype) for g in optim.param_groups for p in g["params"]}
+            self.one_kind = len(kinds) == 1
+        if not self.one_kind:
+            return self.fallback()
         groups = []
         for group in optim.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
@@ -187,9 +187,7 @@ class FusedAdamStep:
                 or group["capturable"]
                 or torch.is_tensor(group["lr"])
             ):
-                with torch.no_grad():
-                    self.update(optim)
-                return
+                return self.fallback()
             groups.append((group, params, states))
         with torch.no_grad():
             for group, params, states in groups:
@@ -251,13 +249,14 @@ class GradStep:
             if (grads := [p.grad for p in params if p.grad is not None])
         ]
         norms = [grad_norm(grads) for grads, _ in groups]
-        # NaN or inf in the loss or any norm makes their sum so (as does a sum past float32's
-        # largest, 3.4e38, which no step to take has); two ops and one read, where stacking and
-        # testing each value took five
+        # one read from the device: a NaN or inf among the loss and the norms makes their sum
+        # so; only then is each read (finite values can also sum past their dtype's largest)
         total = loss.detach()
         for norm in norms:
             total = total + norm
-        if not math.isfinite(total.item()):
+        if not math.isfinite(total.item()) and not all(
+            math.isfinite(v.item()) for v in (loss, *norms)
+        ):
             for p in self.params:
                 p.grad = None
             return False
