@@ -226,7 +226,8 @@ def test_grad_step_takes_a_step_whose_finite_values_sum_past_the_largest_float()
     """A finite loss and gradient norm whose sum overflows float32 are still finite: the step is
     taken (only NaN or inf skips one)."""
     w = torch.nn.Parameter(torch.tensor([1.0]))
-    grad_step = net_util.GradStep([torch.optim.SGD([w], lr=1e-39)], [([w], None)])
+    # lr 1e-37: a normal float32 (the session flushes denormals), a step of 30
+    grad_step = net_util.GradStep([torch.optim.SGD([w], lr=1e-37)], [([w], None)])
     loss = (w * 3e38).sum()  # loss 3e38, gradient 3e38: their sum is inf in float32
     assert torch.isinf(loss.detach() + 3e38)
     assert grad_step(loss) is True

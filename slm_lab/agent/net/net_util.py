@@ -254,8 +254,8 @@ class GradStep:
         total = loss.detach()
         for norm in norms:
             total = total + norm
-        if not math.isfinite(total.item()) and not all(
-            math.isfinite(v.item()) for v in (loss, *norms)
+        if not math.isfinite(float(total)) and not all(
+            math.isfinite(float(v)) for v in (loss.detach(), *norms)
         ):
             for p in self.params:
                 p.grad = None
