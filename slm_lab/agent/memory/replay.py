@@ -164,13 +164,14 @@ class Replay:
         same memory), where flat index i is row i // num_envs, env i % num_envs: one index
         array instead of two, in a gather that runs at every gradient step."""
         num_envs, capacity = self.num_envs, self.capacity
-        batch = {k: _flat(v, capacity).take(idxs, axis=0) for k, v in self.data.items()}
+        flat = {k: _flat(v, capacity) for k, v in self.data.items()}
+        batch = {k: v.take(idxs, axis=0) for k, v in flat.items()}
         slots = _flat(self.final_idx, capacity).take(idxs)
         ended = slots >= 0
         next_idxs = idxs + num_envs  # the next row's transition of the same env
         next_idxs[next_idxs >= capacity] -= capacity
         if self.stacks is None:
-            next_obs = _flat(self.data["obs"], capacity).take(next_idxs, axis=0)
+            next_obs = flat["obs"].take(next_idxs, axis=0)
             if ended.any():
                 next_obs[ended] = self.finals.values[slots[ended]]
         else:  # obs and next_obs (the next row's obs) rebuilt in one go
