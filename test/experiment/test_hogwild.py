@@ -68,8 +68,10 @@ def worker(spec: dict[str, Any], directory: str, mode: str, seed: int) -> None:
 
 @pytest.mark.parametrize("optim", ["GlobalAdam", "GlobalRMSprop"])
 def test_shared_workers_step_the_global_nets_and_optimizer(tmp_path: Path, optim: str) -> None:
-    """Two worker processes of STEPS steps each: the global optimizer's step count is 2 x STEPS
-    for every parameter, and the parent sees the weights they made."""
+    """Two worker processes of STEPS steps each: every parameter's global step count went past
+    STEPS (both workers' steps reached the one shared count; an increment can be lost when the
+    two step at once, as the weights' updates can, without a lock), and the parent sees the
+    weights they made."""
     spec = a3c_spec(optim)
     hogwild.create(make_algorithm(spec, seed=0), tmp_path)
     before = global_state(tmp_path)
@@ -84,7 +86,7 @@ def test_shared_workers_step_the_global_nets_and_optimizer(tmp_path: Path, optim
         p.join()
     assert [p.exitcode for p in procs] == [0, 0]
     after = global_state(tmp_path)
-    assert (after["steps"] == 2 * STEPS).all()
+    assert ((after["steps"] > STEPS) & (after["steps"] <= 2 * STEPS)).all()
     changed = [k for k in before if k.startswith("net.") and not torch.equal(before[k], after[k])]
     assert changed == [k for k in before if k.startswith("net.")]
 
