@@ -9,6 +9,7 @@ running statistics and do not update them, and a single observation can be norma
 """
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from slm_lab.agent.net.config import NetConfig
 from slm_lab.agent.net.registry import build_net
 from slm_lab.env.backend import EnvInfo
 from slm_lab.env.clock import Clock
+from slm_lab.lib import distribution as D
 from slm_lab.lib.schedule import VarScheduler
 from slm_lab.lib.util import warn_rate_limited
 
@@ -128,6 +130,15 @@ class Algorithm:
         with self.acting_mode:
             actions = self.select_actions(self.to_tensor(obs).float())
         return actions.cpu().numpy()
+
+    def q_actions(self, q_values: Callable[[], torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
+        """Discrete actions from the Q-values `q_values()` of `obs` under the action policy;
+        epsilon-greedy runs the net only when some env acts greedily."""
+        if self.action_policy == "epsilon_greedy":
+            return D.epsilon_greedy(
+                q_values, obs.shape[:1], self.action_dim, self.explore_var.val, obs.device
+            )
+        return D.select_discrete(q_values(), self.action_policy, self.explore_var.val)
 
     def update(self, t: Transition) -> None:
         """Store the transitions; train when the memory is ready; advance schedules."""

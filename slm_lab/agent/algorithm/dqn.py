@@ -19,7 +19,6 @@ from slm_lab.agent.algorithm.config import DoubleDQNConfig, VanillaDQNConfig
 from slm_lab.agent.algorithm.off_policy import OffPolicy
 from slm_lab.agent.memory.base import Batch
 from slm_lab.agent.net import net_util
-from slm_lab.lib import distribution as D
 
 DEFAULT_UPDATE_FREQUENCY = 1  # replace: copy after every gradient step
 
@@ -51,7 +50,7 @@ class DQN(OffPolicy):
         return self.net(obs)[0]
 
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
-        return D.select_discrete(self.q_values(obs), self.action_policy, self.explore_var.val)
+        return self.q_actions(lambda: self.q_values(obs), obs)
 
     def next_q(self, next_obs: torch.Tensor) -> torch.Tensor:
         """The value of s' the target bootstraps from (see the module docstring)."""

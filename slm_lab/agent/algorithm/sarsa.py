@@ -29,7 +29,7 @@ class SARSA(Algorithm):
         return {"net": self.net}
 
     def select_actions(self, obs: torch.Tensor) -> torch.Tensor:
-        return D.select_discrete(self.net(obs)[0], self.action_policy, self.explore_var.val)
+        return self.q_actions(lambda: self.net(obs)[0], obs)
 
     def train(self) -> float:
         batch = self.memory.sample(self.device)
