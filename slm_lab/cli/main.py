@@ -4,6 +4,7 @@ Module level imports only Typer, so `slm-lab --help` starts in a blink; each com
 what it uses (spec validation, then torch only once the input is known to be good).
 """
 
+import atexit
 import difflib
 import os
 import signal
@@ -922,8 +923,32 @@ def command_args(args: list[str]) -> list[str]:
 
 
 def cli() -> None:
-    """The `slm-lab` console script: the app, with v5's `slm-lab SPEC_FILE SPEC_NAME MODE`."""
-    app(args=command_args(sys.argv[1:]), prog_name="slm-lab")
+    """The `slm-lab` console script: the app, with v5's `slm-lab SPEC_FILE SPEC_NAME MODE`.
+    A command that ends (with its exit code) ends the process without the interpreter's teardown
+    (see `exit_now`); an error that escapes ends it the ordinary way, with its traceback."""
+    try:
+        app(args=command_args(sys.argv[1:]), prog_name="slm-lab")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            exit_now(e.code or 0)
+        raise
+    exit_now(0)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process as an ordinary exit does, less its last step: the exit handlers run
+    (loguru's sinks closed, Ray's shutdown, multiprocessing's finalizers, temporary folders
+    removed), the standard streams are flushed, and `os._exit` skips the interpreter freeing
+    every module's objects one by one, which after a one-session run in this process (torch,
+    matplotlib) took 0.9 s of a 13 s PPO CartPole run and writes nothing. Every file a run
+    writes is closed before its command returns."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe, a closed stream: nothing left to write
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

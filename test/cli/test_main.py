@@ -174,6 +174,41 @@ def test_the_light_commands_import_no_torch_nor_gymnasium() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("args", "code"), [(["--version"], 0), (["no-such-command"], 2)])
+def test_the_console_script_ends_with_its_code_after_the_exit_handlers(
+    args: list[str], code: int, tmp_path: Path
+) -> None:
+    """`cli` ends the process without the interpreter's teardown: the exit code is the
+    command's, the exit handlers ran (an atexit handler's line, and a buffered file it writes,
+    reach their destinations) and what the command printed came out."""
+    out_file = tmp_path / "handler.txt"
+    script = (
+        "import atexit, sys\n"
+        "def handler():\n"
+        "    print('handler ran')\n"
+        f"    f = open({str(out_file)!r}, 'w', buffering=1 << 20)\n"
+        "    f.write('written at exit')\n"
+        "    f.close()\n"
+        "atexit.register(handler)\n"
+        "from slm_lab.cli.main import cli\n"
+        f"sys.argv = ['slm-lab', *{args!r}]\n"
+        "cli()\n"
+        "print('not reached')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout.endswith("handler ran\n")
+    assert "not reached" not in proc.stdout
+    assert out_file.read_text() == "written at exit"
+    if code == 0:
+        assert proc.stdout.startswith("slm-lab ")
+    else:
+        assert "no-such-command" in proc.stderr or "No such command" in proc.stderr
+
+
 # SLM Lab v5's README and benchmark pages leave `run` out: `uv run slm-lab SPEC_FILE SPEC_NAME MODE`
 V5_LINES = [
     (
