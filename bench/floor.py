@@ -4,9 +4,10 @@ Lab's and Stable-Baselines3's whole processes.
 For each work (a bench/vs_sb3.py record: the same settings for SLM Lab's spec and SB3's model),
 `run` measures, every process with one torch thread (OMP_NUM_THREADS=MKL_NUM_THREADS=1):
 
-- start-up: the whole process `python -c "import torch, gymnasium"` (and `import mujoco` for a
-  MuJoCo env, `import ale_py` for an ALE game): the interpreter and the imports any
-  implementation pays;
+- start-up: the whole process `python -c "import torch, gymnasium; os._exit(0)"` (and
+  `import mujoco` for a MuJoCo env, `import ale_py` for an ALE game): the interpreter and the
+  imports any implementation pays, ended without the interpreter's teardown of those modules
+  (about 0.5 s here), which a process can skip as `slm-lab` does;
 - env: the same vector env as SLM Lab builds it for one process (Gymnasium's sync vector env,
   same-step autoreset; for an ALE game ale-py's native vector env with SLM Lab's options and
   ALE threads), stepped for the run's vector steps with actions drawn before the clock starts;
@@ -686,8 +687,9 @@ def run_child(command: str, work: str, frames: int, *extra: str) -> dict[str, An
 
 
 def startup_s(p: Plan) -> dict[str, float]:
-    imports = "import torch, gymnasium" + (", mujoco" if p.env_id in MUJOCO_ENVS else "")
+    imports = "import os, torch, gymnasium" + (", mujoco" if p.env_id in MUJOCO_ENVS else "")
     imports += ", ale_py" if p.env_id.startswith(ALE_PREFIX) else ""
+    imports += "; os._exit(0)"  # no teardown: see the module docstring
     with tempfile.TemporaryDirectory(prefix="floor_startup_") as tmp:
         return seconds(run_process([PYTHON, "-c", imports], cwd=Path(tmp)))
 
@@ -853,6 +855,9 @@ def child_profile_command(
     work: str, frames: Frames, launched_at: Annotated[float, typer.Option()]
 ) -> None:
     typer.echo(f"result: {json.dumps(child_profile(work, frames, launched_at))}")
+    from slm_lab.cli.main import exit_now
+
+    exit_now(0)  # the session's process ends as `slm-lab`'s does: the profile's "exit" row
 
 
 if __name__ == "__main__":
