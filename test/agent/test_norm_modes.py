@@ -199,3 +199,21 @@ def test_eval_mode_restores_the_mode_each_layer_had() -> None:
         x = torch.randn(3, 2)
         np.testing.assert_array_equal(net(x).detach().numpy(), net(x).detach().numpy())
     assert [m.training for m in net] == [True, True, True, False]
+
+
+def test_eval_mode_switches_the_layers_that_draw_random_numbers() -> None:
+    """RReLU's slopes and attention's dropout draw from the global generator in train mode:
+    in an eval block (acting, targets) they draw nothing and give the same output twice."""
+    attention = nn.MultiheadAttention(4, 2, dropout=0.5, batch_first=True)
+    plain = nn.MultiheadAttention(4, 2, batch_first=True)  # no dropout: nothing to switch
+    rrelu = nn.Sequential(nn.Linear(2, 4), nn.RReLU())
+    with eval_mode(rrelu), eval_mode(attention), eval_mode(plain):
+        assert not rrelu[1].training and not attention.training and plain.training
+        x, seq = torch.randn(3, 2), torch.randn(1, 5, 4)
+        torch.manual_seed(0)
+        outs = rrelu(x), attention(seq, seq, seq)[0]
+        drawn = torch.rand(2)
+        torch.manual_seed(0)
+        assert torch.equal(drawn, torch.rand(2))  # the forwards drew nothing
+        assert torch.equal(outs[0], rrelu(x)) and torch.equal(outs[1], attention(seq, seq, seq)[0])
+    assert rrelu[1].training and attention.training

@@ -44,8 +44,14 @@ _GAIN_NAMES = {
     "selu": "selu",
 }
 # layers whose forward differs between train and eval mode: batch statistics (batch norm and
-# renorm, instance norm with running stats) and dropout
-MODE_LAYER_TYPES = (nn.modules.batchnorm._NormBase, BatchRenorm1d, nn.modules.dropout._DropoutNd)
+# renorm, instance norm with running stats), dropout, and RReLU's random slopes (in train mode
+# it draws from the global generator: acting and targets would too)
+MODE_LAYER_TYPES = (
+    nn.modules.batchnorm._NormBase,
+    BatchRenorm1d,
+    nn.modules.dropout._DropoutNd,
+    nn.RReLU,
+)
 
 
 def get_activation(name: str) -> nn.Module:
@@ -347,13 +353,14 @@ _NO_MODE_LAYERS = contextlib.nullcontext()
 
 def mode_layers(net: nn.Module) -> tuple[nn.Module, ...]:
     """The submodules of `net` whose forward depends on train/eval mode (see MODE_LAYER_TYPES,
-    plus RNNs with dropout); found on first use and remembered: a built net's layers are fixed."""
+    plus RNNs and attention with dropout); found on first use and remembered: a built net's layers are fixed."""
     layers = _MODE_LAYERS.get(net)
     if layers is None:
         layers = _MODE_LAYERS[net] = tuple(
             m
             for m in net.modules()
-            if isinstance(m, MODE_LAYER_TYPES) or (isinstance(m, nn.RNNBase) and m.dropout > 0)
+            if isinstance(m, MODE_LAYER_TYPES)
+            or (isinstance(m, nn.RNNBase | nn.MultiheadAttention) and m.dropout > 0)
         )
     return layers
 
