@@ -115,7 +115,7 @@ def epsilon_greedy(
     coin = torch.rand(shape, device=device)
     if device.type != "cpu":
         return torch.where(coin < explore_var, random, q_values().argmax(-1))
-    explore = coin.numpy() < explore_var
+    explore = coin.numpy() < float(explore_var)  # a numpy scalar would compare in float64
     exploring = np.count_nonzero(explore)
     if exploring == explore.size:
         return random

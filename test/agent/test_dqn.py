@@ -195,3 +195,42 @@ def test_value_based_specs_deep_copy_safe() -> None:
     before = copy.deepcopy(spec)
     make_env_agent(spec)
     assert spec == before
+
+
+class CountingQ(FixedQ):
+    """FixedQ that counts its forwards."""
+
+    calls = 0
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        self.calls += 1
+        return super().forward(x)
+
+
+def test_epsilon_greedy_acting_draws_as_the_rule_and_skips_the_net_when_all_explore() -> None:
+    """A DQN's `act` gives the actions of the rule (argmax, then a uniform action and a coin per
+    env from the global generator) and leaves the generator where the rule does; the Q-net runs
+    only when some env acts greedily; a frame-stack-shaped batch gets one action per row."""
+    algo = make_algo("DQN")
+    algo.net = CountingQ(ONLINE)
+    obs = np.eye(4, dtype=np.float32)[[0, 1, 0, 2, 0, 3, 0, 0]]  # 8 envs: Q(e_0, .) = [1, 3]
+    scores = torch.from_numpy(obs) @ torch.tensor(ONLINE)
+    for eps in (0.0, 0.3, 0.9):
+        algo.explore_var.val = eps
+        for seed in range(20):
+            torch.manual_seed(seed)
+            greedy = scores.argmax(-1)
+            random = torch.randint_like(greedy, 2)
+            expected = torch.where(torch.rand(greedy.shape) < eps, random, greedy)
+            after = torch.rand(3)
+            torch.manual_seed(seed)
+            assert algo.act(obs).tolist() == expected.tolist()
+            assert torch.equal(torch.rand(3), after)
+    algo.explore_var.val, algo.net.calls = 1.0, 0
+    for _ in range(10):
+        assert algo.act(obs).shape == (8,)
+    assert algo.net.calls == 0
+    frames = torch.zeros(5, 3, 7, 7)  # [envs, stack, H, W]: one action per env
+    torch.manual_seed(0)
+    actions = algo.q_actions(lambda: torch.zeros(5, 2), frames)
+    assert actions.shape == (5,) and actions.dtype == torch.int64
