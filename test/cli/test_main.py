@@ -181,10 +181,15 @@ def test_the_console_script_ends_with_its_code_after_the_exit_handlers(
 ) -> None:
     """`cli` ends the process without the interpreter's teardown: the exit code is the
     command's, the exit handlers ran (an atexit handler's line, and a buffered file it writes,
-    reach their destinations) and what the command printed came out."""
-    out_file = tmp_path / "handler.txt"
+    reach their destinations), a non-daemon thread finished, and what the command printed came
+    out."""
+    out_file, thread_file = tmp_path / "handler.txt", tmp_path / "thread.txt"
     script = (
-        "import atexit, sys\n"
+        "import atexit, sys, threading, time\n"
+        "def late():\n"
+        "    time.sleep(1.5)\n"
+        f"    open({str(thread_file)!r}, 'w').write('thread done')\n"
+
         "def handler():\n"
         "    print('handler ran')\n"
         f"    f = open({str(out_file)!r}, 'w', buffering=1 << 20)\n"
@@ -193,16 +198,24 @@ def test_the_console_script_ends_with_its_code_after_the_exit_handlers(
         "atexit.register(handler)\n"
         "from slm_lab.cli.main import cli\n"
         f"sys.argv = ['slm-lab', *{args!r}]\n"
+        "threading.Thread(target=late).start()\n"
         "cli()\n"
         "print('not reached')\n"
     )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # buffered streams
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
     )
     assert proc.returncode == code, proc.stderr
     assert proc.stdout.endswith("handler ran\n")
     assert "not reached" not in proc.stdout
     assert out_file.read_text() == "written at exit"
+    assert thread_file.read_text() == "thread done"  # a non-daemon thread was joined
     if code == 0:
         assert proc.stdout.startswith("slm-lab ")
     else:
