@@ -938,11 +938,11 @@ def cli() -> None:
 
 def exit_now(code: int) -> NoReturn:
     """End the process as an ordinary exit does, less its last step: non-daemon threads are
-    joined and the exit handlers run (loguru's sinks closed, Ray's shutdown, multiprocessing's finalizers, temporary folders
-    removed), the standard streams are flushed, and `os._exit` skips the interpreter freeing
-    every module's objects one by one, which after a one-session run in this process (torch,
-    matplotlib) took 0.9 s of a 13 s PPO CartPole run and writes nothing. Every file a run
-    writes is closed before its command returns."""
+    joined and the exit handlers run (loguru's sinks closed, Ray's shutdown, multiprocessing's
+    finalizers, temporary folders removed), the standard streams are flushed, and `os._exit`
+    skips the interpreter freeing every module's objects one by one, which after a one-session
+    run in this process (torch, matplotlib) took 0.9 s of a 13 s PPO CartPole run and writes
+    nothing. Every file a run writes is closed before its command returns."""
     threading._shutdown()  # type: ignore[attr-defined]  # non-daemon threads, as at any exit
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -353,7 +353,8 @@ _NO_MODE_LAYERS = contextlib.nullcontext()
 
 def mode_layers(net: nn.Module) -> tuple[nn.Module, ...]:
     """The submodules of `net` whose forward depends on train/eval mode (see MODE_LAYER_TYPES,
-    plus RNNs and attention with dropout); found on first use and remembered: a built net's layers are fixed."""
+    plus RNNs and attention with dropout); found on first use and remembered: a built net's
+    layers are fixed."""
     layers = _MODE_LAYERS.get(net)
     if layers is None:
         layers = _MODE_LAYERS[net] = tuple(
