@@ -10,7 +10,9 @@ For each work (a bench/vs_sb3.py record: the same settings for SLM Lab's spec an
   (about 0.5 s here), which a process can skip as `slm-lab` does;
 - env: the same vector env as SLM Lab builds it for one process (Gymnasium's sync vector env,
   same-step autoreset; for an ALE game ale-py's native vector env with SLM Lab's options and
-  ALE threads), stepped for the run's vector steps with actions drawn before the clock starts;
+  ALE threads), built, reset and stepped for the run's vector steps with actions drawn before
+  the clock starts (building and the first reset are paid by every implementation: 16 Pong
+  games take seconds; the building alone is printed as `env_build`);
 - arithmetic: the same torch calls in the same shapes and counts on fixed tensors, no env, no
   framework, denormals flushed: the acting forwards and every training forward, backward and
   optimizer step (fused Adam, as SLM Lab builds it). Each count comes from the spec, as the
@@ -563,8 +565,9 @@ ARITHMETIC: dict[str, Callable[[Any, Plan], dict[str, float]]] = {
 
 
 def child_env(p: Plan) -> dict[str, float]:
-    """Seconds to step the vector env for the plan's vector steps, actions drawn in advance
-    (and, for an ALE game, the native env's threads: one per free core, as SLM Lab picks)."""
+    """Seconds to build and reset the vector env and step it for the plan's vector steps,
+    actions drawn in advance (and, for an ALE game, the native env's threads: one per free
+    core, as SLM Lab picks); `build_*`: the building and reset alone."""
     import numpy as np
 
     kwargs = dict(p.env_kwargs)
@@ -572,20 +575,22 @@ def child_env(p: Plan) -> dict[str, float]:
         from slm_lab.env.vectorization import session_cpus
 
         kwargs["num_threads"] = max(1, min(p.num_envs, session_cpus(1)))
-    vec = vector_env(p.env_id, p.num_envs, **kwargs)
     rng = np.random.default_rng(0)
-    space = vec.single_action_space
+    space = vector_env(p.env_id, 1).single_action_space  # to draw the actions off the clock
     if p.discrete:
         actions = rng.integers(p.act_dim, size=(p.vector_steps, p.num_envs))
     else:
         shape = (p.vector_steps, p.num_envs, p.act_dim)
         actions = rng.uniform(space.low, space.high, size=shape).astype(space.dtype)
-    vec.reset(seed=0)
     start = now()
+    vec = vector_env(p.env_id, p.num_envs, **kwargs)
+    vec.reset(seed=0)
+    build = since(start)
     for a in actions:
         vec.step(a)
     seconds = since(start)
     vec.close()
+    seconds |= {f"build_{clock}": build[clock] for clock in CLOCKS}
     return seconds | ({"ale_threads": kwargs["num_threads"]} if "num_threads" in kwargs else {})
 
 
@@ -710,12 +715,14 @@ def sb3_s(work: str, frames: int, seed: int) -> dict[str, float]:
 
 
 def floor_parts(work: str, p: Plan, frames: int) -> dict[str, dict[str, float]]:
-    """Each part's CPU and wall seconds, their sum, and the acting forwards' share."""
+    """Each part's CPU and wall seconds, their sum, the acting forwards' share of the
+    arithmetic and the building's (and first reset's) of the env."""
     parts = {"startup": startup_s(p), "env": run_child("child-env", work, frames)}
     arithmetic = run_child("child-arithmetic", work, frames)
     parts["arithmetic"] = {c: arithmetic[c] for c in CLOCKS}
     parts["sum"] = {c: sum(parts[k][c] for k in PARTS) for c in CLOCKS}
     parts["of_which_acting"] = {c: arithmetic[f"acting_{c}"] for c in CLOCKS}
+    parts["of_which_env_build"] = {c: parts["env"][f"build_{c}"] for c in CLOCKS}
     return parts
 
 
@@ -792,10 +799,12 @@ def run(
         parts = {k: med("floor", k) for k in PARTS}
         floor = sum(parts.values())
         whole = {s: med(s, "whole") for s in sides[1:]}
-        summary[clock] = {"parts": parts, "floor": floor, "whole": whole}
+        env_build = med("floor", "of_which_env_build")
+        summary[clock] = {"parts": parts, "floor": floor, "whole": whole, "env_build": env_build}
         typer.echo(
             f"== {work}, {frames} frames, {clock} seconds, medians of {rounds}: "
             + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+            + f" (env build {env_build:.2f})"
             + f" = floor {floor:.2f} | slm_lab {whole['slm_lab']:.2f} "
             f"({whole['slm_lab'] / floor:.2f}x floor) | sb3 {whole['sb3']:.2f} "
             f"({whole['sb3'] / floor:.2f}x floor)"
@@ -819,7 +828,9 @@ def profile(work: Work, frames_scale: Scale = 1.0) -> None:
     prof = run_child("child-profile", work, frames, "--launched-at", str(monotonic()))
     parts = prof["parts"]
     parts["exit"] = {c: prof["process"][c] - prof["end"][c] for c in CLOCKS}
-    beside = {"startup": floor["startup"], "env": floor["env"], "acting": floor["of_which_acting"]}
+    build = floor["of_which_env_build"]  # the env built and reset: beside the session's build
+    beside = {"startup": floor["startup"], "build": build, "acting": floor["of_which_acting"]}
+    beside["env"] = {c: floor["env"][c] - build[c] for c in CLOCKS}
     beside["training"] = {c: floor["arithmetic"][c] - floor["of_which_acting"][c] for c in CLOCKS}
     typer.echo(f"{work}, {frames} frames | {at} at the start, {load()} at the end")
     typer.echo(" | ".join(f"floor {k} {both(v)}" for k, v in floor.items()) + ale_threads(floor))

@@ -186,11 +186,14 @@ def test_floor_arithmetic_runs(bench_import: object, work: str) -> None:
 
 
 def test_floor_pong_env_steps(bench_import: object) -> None:
-    """The floor's Pong env is ale-py's native vector env of the spec's 16 games, stepped."""
+    """The floor's Pong env is ale-py's native vector env of the spec's 16 games, built, reset
+    and stepped: the env part's seconds include the building, which every implementation pays."""
     floor = bench_import(BENCH / "floor.py")
     plan = dataclasses.replace(floor.plan("ppo_pong", 4096), vector_steps=3)
     result = floor.child_env(plan)
-    assert result["ale_threads"] >= 1 and result["wall"] > 0
+    assert result["ale_threads"] >= 1
+    for clock in floor.CLOCKS:
+        assert 0 < result[f"build_{clock}"] <= result[clock]
 
 
 @pytest.mark.parametrize("config", ["a3c_2w", "a3c_1w", "a2c"])
