@@ -12,7 +12,7 @@ For each work (a bench/vs_sb3.py record: the same settings for SLM Lab's spec an
   same-step autoreset; for an ALE game ale-py's native vector env with SLM Lab's options and
   ALE threads), built, reset and stepped for the run's vector steps with actions drawn before
   the clock starts (building and the first reset are paid by every implementation: 16 Pong
-  games take seconds; the building alone is printed as `env_build`);
+  games take seconds; the building and first reset alone are `env_build` in the report);
 - arithmetic: the same torch calls in the same shapes and counts on fixed tensors, no env, no
   framework, denormals flushed: the acting forwards and every training forward, backward and
   optimizer step (fused Adam, as SLM Lab builds it). Each count comes from the spec, as the
@@ -24,13 +24,14 @@ For each work (a bench/vs_sb3.py record: the same settings for SLM Lab's spec an
 the floor is their sum (the env and arithmetic children time their work alone, so their own
 start-up is not counted twice). Every figure is given in CPU seconds (a process's own and its
 waited-for children's, from wait4; in a child, process_time) and in wall seconds: on a machine
-shared with other work the CPU seconds are the steadier of the two. Then SLM Lab's whole process (`slm-lab run <spec> train`, one
-session, --log-level WARNING, in a temporary folder) and SB3's (`bench/vs_sb3.py sb3 WORK`, a
-user's script), the three A/B/C interleaved (the order rotates each round), and the ratios of
-each whole process to the floor. `profile` runs one SLM Lab session in a child process with
-timers around the session's parts (start-up to built, env steps, acting, training, the rest of
-the agent's update, recording, checkpoints, the session's analysis) and prints them beside the
-floor's parts and the whole `slm-lab run` process. Raw numbers go to bench/out/floor_<work>.json.
+shared with other work the CPU seconds are the steadier of the two. Then SLM Lab's whole process
+(`slm-lab run <spec> train`, one session, --log-level WARNING, in a temporary folder) and SB3's
+(`bench/vs_sb3.py sb3 WORK`, a user's script), the three A/B/C interleaved (the order rotates
+each round), and the ratios of each whole process to the floor. `profile` runs one SLM Lab
+session in a child process with timers around the session's parts (start-up, building and the
+first reset, env steps, acting, training, the rest of the agent's update, recording,
+checkpoints, the session's analysis) and prints them beside the floor's parts and the whole
+`slm-lab run` process. Raw numbers go to bench/out/floor_<work>.json.
 
 usage: uv run --group bench python bench/floor.py run ppo_cartpole [--frames-scale 0.2] [--rounds 2]
        uv run --group bench python bench/floor.py run ppo_pong [--frames-scale 0.5] [--rounds 1]
@@ -576,10 +577,12 @@ def child_env(p: Plan) -> dict[str, float]:
 
         kwargs["num_threads"] = max(1, min(p.num_envs, session_cpus(1)))
     rng = np.random.default_rng(0)
-    space = vector_env(p.env_id, 1).single_action_space  # to draw the actions off the clock
     if p.discrete:
         actions = rng.integers(p.act_dim, size=(p.vector_steps, p.num_envs))
-    else:
+    else:  # the bounds from a 1-env copy, off the clock
+        probe = vector_env(p.env_id, 1)
+        space = probe.single_action_space
+        probe.close()
         shape = (p.vector_steps, p.num_envs, p.act_dim)
         actions = rng.uniform(space.low, space.high, size=shape).astype(space.dtype)
     start = now()
@@ -638,7 +641,7 @@ def child_profile(work: str, frames: int, launched_at: float) -> dict[str, float
     spec = COMPARISONS[work].slm_lab_spec(frames, 0)
     config = spec_util.validate(spec, spec["name"]).with_values({"meta.num_threads": 1})
     keys = ("env", "acting", "update", "training", "recording", "checkpoints", "evaluation")
-    extra = ("checkpoints_best", "analysis", "close", "build", "run")
+    extra = ("checkpoints_best", "analysis", "close", "build", "reset", "run")
     totals = {k: dict.fromkeys(CLOCKS, 0.0) for k in keys + extra}
     with tempfile.TemporaryDirectory(prefix="floor_profile_") as tmp:
         RunLayout(Path(tmp), config.name).make()
@@ -647,6 +650,7 @@ def child_profile(work: str, frames: int, launched_at: float) -> dict[str, float
         totals["build"] = since(start)
         agent, env, algorithm = session.agent, session.env, session.agent.algorithm
         env.step = timed(totals, "env", env.step)
+        env.reset = timed(totals, "reset", env.reset)  # the first, in the loop: part of build
         agent.act = timed(totals, "acting", agent.act)
         agent.update = timed(totals, "update", agent.update)
         algorithm.train = timed(totals, "training", algorithm.train)
@@ -662,14 +666,15 @@ def child_profile(work: str, frames: int, launched_at: float) -> dict[str, float
         session.run()
         totals["run"] = since(start)
     parts = {"startup": {"cpu": imported_cpu, "wall": imported_wall - launched_at}}
-    parts["build"] = totals["build"]
+    parts["build"] = {c: totals["build"][c] + totals["reset"][c] for c in CLOCKS}
     for clock in CLOCKS:
         totals["update"][clock] -= totals["training"][clock]  # memory adds and schedules
         totals["recording"][clock] -= totals["checkpoints_best"][clock]  # add_row keeps the best
         totals["checkpoints"][clock] += totals["checkpoints_best"][clock]
     parts |= {k: totals[k] for k in keys}
     loop = {c: totals["run"][c] - totals["analysis"][c] - totals["close"][c] for c in CLOCKS}
-    parts["loop_other"] = {c: loop[c] - sum(totals[k][c] for k in keys) for c in CLOCKS}
+    timed_in_loop = (*keys, "reset")
+    parts["loop_other"] = {c: loop[c] - sum(totals[k][c] for k in timed_in_loop) for c in CLOCKS}
     parts["analysis"] = {c: totals["analysis"][c] + totals["close"][c] for c in CLOCKS}
     end = {"cpu": time.process_time(), "wall": monotonic() - launched_at}
     return {"parts": parts, "end": end, "frames": frames}
@@ -803,8 +808,10 @@ def run(
         summary[clock] = {"parts": parts, "floor": floor, "whole": whole, "env_build": env_build}
         typer.echo(
             f"== {work}, {frames} frames, {clock} seconds, medians of {rounds}: "
-            + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
-            + f" (env build {env_build:.2f})"
+            + " + ".join(
+                f"{k} {v:.2f}" + (f" (of which build {env_build:.2f})" if k == "env" else "")
+                for k, v in parts.items()
+            )
             + f" = floor {floor:.2f} | slm_lab {whole['slm_lab']:.2f} "
             f"({whole['slm_lab'] / floor:.2f}x floor) | sb3 {whole['sb3']:.2f} "
             f"({whole['sb3'] / floor:.2f}x floor)"
