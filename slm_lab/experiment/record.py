@@ -33,6 +33,7 @@ class RunInfo:
     search_dir: str | None = None  # a search trial: its search folder
     values: dict[str, Any] | None = None  # a search trial: its searched values
     git_sha: str | None = None
+    git_dirty: bool | None = None  # tracked files differed from git_sha's (uncommitted changes)
     versions: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
 
@@ -64,7 +65,8 @@ def new_run(spec: Spec, info: RunInfo) -> RunLayout:
     layout = RunLayout(new_root(spec.name), spec.name)
     try:
         layout.make(("log",) if info.mode == "search" else None)
-        info = replace(info, git_sha=io.git_sha(), versions=versions(), command=sys.argv)
+        sha, dirty = io.git_state()
+        info = replace(info, git_sha=sha, git_dirty=dirty, versions=versions(), command=sys.argv)
         write(layout, spec, info, trial=None if info.mode == "search" else 0)
     except OSError:  # e.g. a full disk: no half-made run folder left behind
         shutil.rmtree(layout.root, ignore_errors=True)

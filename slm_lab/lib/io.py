@@ -110,15 +110,24 @@ def timestamp() -> str:
     return datetime.now().strftime("%Y_%m_%d_%H%M%S")
 
 
-def git_sha() -> str | None:
+def git_state(where: Path = Path(__file__).parent) -> tuple[str | None, bool | None]:
+    """(the commit, whether tracked files differ from it) of the checkout `where` is in (by
+    default the one this package runs from), in one `git status`; (None, None) outside a git
+    checkout (an installed package)."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
+            ["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=5,
-            cwd=Path(__file__).parent,
+            cwd=where,
         )
-        return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
-        return None
+        return None, None
+    if out.returncode != 0:
+        return None, None
+    lines = out.stdout.splitlines()
+    sha = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), None)
+    if sha is None or sha == "(initial)":  # no commit yet
+        return None, None
+    return sha, any(not line.startswith("#") for line in lines)

@@ -70,7 +70,9 @@ def check_run_folder(run_dir: Path, name: str, sessions: int, max_frame: int) ->
     """The files a finished run must have; returns its trial metrics."""
     record = json.loads((run_dir / f"{name}_spec.json").read_text())
     assert record["name"] == name and isinstance(record["meta"]["random_seed"], int)
-    assert {"git_sha", "versions", "vars", "mode", "command"} <= set(record["run_info"])
+    assert {"git_sha", "git_dirty", "versions", "vars", "mode", "command"} <= set(
+        record["run_info"]
+    )
     for s in range(sessions):
         pre = f"{name}_t0_s{s}"
         assert (run_dir / "info" / f"{pre}_session_df.csv").is_file()

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,29 @@ def test_an_older_metrics_file_with_a_bare_nan_still_reads(tmp_path: Path) -> No
     path.write_text('{\n  "frame": 20000.0,\n  "consistency": NaN\n}\n')
     assert math.isnan(io.read_metrics(path)["consistency"])
     assert math.isnan(io.read_json(path)["consistency"])
+
+
+def test_git_state_names_the_commit_and_whether_tracked_files_differ(tmp_path: Path) -> None:
+    """A run records its commit and whether the code it ran had uncommitted changes to tracked
+    files (untracked ones, such as run output, do not count)."""
+
+    def git(*args: str) -> None:
+        ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(["git", *ident, *args], cwd=tmp_path, check=True, capture_output=True)
+
+    assert io.git_state(tmp_path) == (None, None)  # not a checkout
+    git("init", "-q")
+    assert io.git_state(tmp_path) == (None, None)  # no commit yet
+    (tmp_path / "spec.json").write_text("{}")
+    git("add", "spec.json")
+    git("commit", "-q", "-m", "a spec")
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout.strip()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "run.csv").write_text("frame\n")  # untracked
+    assert io.git_state(tmp_path) == (sha, False)
+    (tmp_path / "spec.json").write_text('{"gamma": 0.999}')
+    assert io.git_state(tmp_path) == (sha, True)
+    git("add", "spec.json")  # staged, not committed: still not the commit's code
+    assert io.git_state(tmp_path) == (sha, True)
