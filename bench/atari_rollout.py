@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from _rollout import slm_lab_rollout
 from vs_sb3 import ROOT, pin_torch_threads, write_report
 
 ENV_ID = "ALE/Pong-v5"
@@ -105,12 +106,6 @@ def raw_rollout(num_threads: int) -> Rollout:
 
 def ours_rollout(variant: str, num_threads: int) -> Rollout:
     """One vector step + memory add of SLM Lab's backend and the spec's memory."""
-    import torch
-
-    from slm_lab.agent.memory.base import Layout
-    from slm_lab.agent.memory.registry import MEMORIES
-    from slm_lab.env.clock import Clock
-    from slm_lab.env.registry import backend_module
     from slm_lab.spec import spec_util
 
     spec_file, name = SPECS[variant]
@@ -119,23 +114,9 @@ def ours_rollout(variant: str, num_threads: int) -> Rollout:
         sets["agent.memory.max_size"] = str(WARMUP_STEPS * NUM_ENVS)
     spec = spec_util.load_spec(str(spec_file), name, sets).spec
     algorithm = spec.agent.algorithm
-    clock = Clock(MAX_FRAME, spec.env.num_envs)
-    env = backend_module(spec.env.name).make(spec.env, SEED, clock, algorithm.gamma)
-    env.record_episodes()  # as session 0 does
     on_policy = variant == "ppo"
     batch_steps = algorithm.time_horizon * algorithm.num_unrolls if on_policy else 1
-    memory = MEMORIES[spec.agent.memory.name](
-        spec.agent.memory, Layout.of(env.info), batch_steps, MAX_FRAME
-    )
-    cpu = torch.device("cpu")
-    env.reset()
-    sample, env_step, add, ready = env.info.sample_actions, env.step, memory.add, memory.ready
-
-    def step() -> None:
-        add(env_step(sample()))
-        if on_policy and ready():
-            memory.sample(cpu)  # a training call empties the batch
-
+    step, env = slm_lab_rollout(spec, SEED, MAX_FRAME, batch_steps, on_policy)
     return Rollout(step, env.close, env.vec.unwrapped)
 
 

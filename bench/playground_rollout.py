@@ -26,6 +26,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+from _rollout import slm_lab_rollout
 from vs_sb3 import ROOT, pin_torch_threads, write_report
 
 ENVS = ("CartpoleBalance", "CheetahRun")
@@ -71,30 +72,7 @@ def raw_rollout(env_name: str, num_envs: int) -> Callable[[], None]:
 
 
 def ours_rollout(spec: Any) -> Callable[[], None]:
-    import torch
-
-    from slm_lab.agent.memory.base import Layout
-    from slm_lab.agent.memory.registry import MEMORIES
-    from slm_lab.env.clock import Clock
-    from slm_lab.env.registry import backend_module
-
-    algorithm = spec.agent.algorithm
-    clock = Clock(MAX_FRAME, spec.env.num_envs)
-    env = backend_module(spec.env.name).make(spec.env, SEED, clock, algorithm.gamma)
-    env.record_episodes()  # as session 0 does
-    memory = MEMORIES[spec.agent.memory.name](
-        spec.agent.memory, Layout.of(env.info), algorithm.time_horizon, MAX_FRAME
-    )
-    cpu = torch.device("cpu")
-    env.reset()
-    sample, env_step, add, ready = env.info.sample_actions, env.step, memory.add, memory.ready
-
-    def one() -> None:
-        add(env_step(sample()))
-        if ready():
-            memory.sample(cpu)  # a training call empties the batch
-
-    return one
+    return slm_lab_rollout(spec, SEED, MAX_FRAME, spec.agent.algorithm.time_horizon, True)[0]
 
 
 def block(variant: str, env: str, num_envs: int, warmup: int, steps: int) -> float:

@@ -25,7 +25,8 @@ from typer.testing import CliRunner
 from slm_lab.spec import spec_util
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-SCRIPTS = sorted(BENCH.glob("*.py"))
+MODULES = sorted(BENCH.glob("*.py"))
+SCRIPTS = [p for p in MODULES if not p.name.startswith("_")]  # `_name.py`: shared by scripts
 SHELL_SCRIPTS = sorted(BENCH.glob("*.sh"))
 BENCH_GROUP = ("stable_baselines3", "sb3_contrib")  # pyproject.toml's `bench` dependency group
 
@@ -103,7 +104,7 @@ def slm_lab_imports(path: Path) -> Iterator[tuple[str, str | None]]:
                     yield alias.name, None
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+@pytest.mark.parametrize("path", MODULES, ids=[p.name for p in MODULES])
 def test_slm_lab_names_exist(path: Path) -> None:
     for module_name, name in slm_lab_imports(path):
         module = importlib.import_module(module_name)
@@ -112,6 +113,27 @@ def test_slm_lab_names_exist(path: Path) -> None:
                 f"{module_name}.{name}"
             )
             assert hasattr(module, name) or submodule, f"{path.name}: no {module_name}.{name}"
+
+
+def test_shared_rollout_steps_the_backend_into_the_memory(bench_import: object) -> None:
+    """The rollout benches' SLM Lab side: each step ticks the clock by the envs stepped and adds
+    to the spec's memory. An on-policy batch of `horizon` steps holds no more, so stepping past
+    two batches works only when a full one is drained; a replay is a ring and is not drained."""
+    rollout = bench_import(BENCH / "_rollout.py")
+    specs = BENCH.parent / "slm_lab" / "spec" / "benchmark"
+    for spec_file, name, drain in (
+        ("ppo/ppo_cartpole.json", "ppo_cartpole", True),
+        ("dqn/dqn_cartpole.json", "dqn_cartpole", False),
+    ):
+        spec = spec_util.load_spec(str(specs / spec_file), name).spec
+        horizon = getattr(spec.agent.algorithm, "time_horizon", 1)
+        step, env = rollout.slm_lab_rollout(spec, 0, 10**9, horizon, drain)
+        try:
+            for _ in range(2 * horizon + 1):
+                step()
+            assert env.clock.frame == (2 * horizon + 1) * spec.env.num_envs, name
+        finally:
+            env.close()
 
 
 def test_comparison_specs_validate(bench_import: object) -> None:
