@@ -63,13 +63,33 @@ def test_batch_replay_returns_time_major_batch_in_order() -> None:
 
 
 def test_batch_replay_state_round_trip() -> None:
-    mem = batch_replay(3, 2)
-    mem.add(step_data(0, 2, np.array([False, True]), np.zeros(2, bool)))
-    other = batch_replay(3, 2)
-    other.load_state_dict(mem.state_dict())
-    assert other.ptr == 1
-    for k in mem.data:
-        np.testing.assert_array_equal(other.data[k], mem.data[k])
+    """A checkpoint holds the rows written since the last batch only (none right after one); a
+    memory loaded from it hands over the same next batch as the one that kept going, and a
+    checkpoint of the whole batch (as written before) loads as well."""
+    T, N = 3, 2
+    mem = batch_replay(T, N)
+    no_ends = np.zeros(N, bool)
+    for t in range(T):
+        mem.add(step_data(t, N, np.array([False, t == 1]), no_ends))
+    mem.sample(CPU)
+    assert all(len(v) == 0 for v in mem.state_dict()["data"].values())
+    mem.add(step_data(7, N, np.array([True, False]), no_ends))  # the rows after it are stale
+    state = mem.state_dict()
+    assert state["ptr"] == 1 and all(len(v) == 1 for v in state["data"].values())
+    whole = {"ptr": 1, "data": {k: torch.from_numpy(v.copy()) for k, v in mem.data.items()}}
+    resumed = []
+    for saved in (state, whole):
+        other = batch_replay(T, N)
+        other.load_state_dict(saved)
+        resumed.append(other)
+    for m in (mem, *resumed):
+        for t in (8, 9):
+            m.add(step_data(t, N, no_ends, no_ends))
+    expected = mem.sample(CPU)
+    for other in resumed:
+        got = other.sample(CPU)
+        for k in ("obs", "actions", "rewards", "next_obs", "terminateds", "dones"):
+            torch.testing.assert_close(getattr(got, k), getattr(expected, k))
 
 
 def test_episode_replay_returns_finished_episodes_contiguous_and_keeps_the_rest() -> None:
@@ -110,3 +130,32 @@ def test_episode_replay_grows_past_initial_capacity() -> None:
     batch = mem.sample(CPU)
     assert batch.rewards.shape == (steps, 1)
     assert batch.rewards[-1, 0].item() == 10.0 * (steps - 1)
+
+
+def test_episode_replay_state_holds_the_written_steps_and_resumes_the_same() -> None:
+    """A checkpoint holds each env's steps up to the longest pointer, not the whole capacity; a
+    memory loaded from it (or from a whole-capacity one, as written before) samples the same."""
+    N = 2
+    mem = episode_replay(2, N)
+    no_ends = np.zeros(N, bool)
+    for t in range(3):
+        mem.add(step_data(t, N, np.array([t == 1, False]), no_ends))
+    state = mem.state_dict()
+    assert all(v.shape[:2] == (N, 3) for v in state["data"].values())
+    whole = dict(state, data={k: torch.from_numpy(v.copy()) for k, v in mem.data.items()})
+    resumed = []
+    for saved in (state, whole):
+        other = episode_replay(2, N)
+        other.load_state_dict(saved)
+        assert other.data["rewards"].shape == (N, OnPolicyReplay.INITIAL_CAPACITY)
+        resumed.append(other)
+    for m in (mem, *resumed):
+        m.add(step_data(3, N, np.array([False, True]), no_ends))
+        assert m.ready()
+    expected = mem.sample(CPU)
+    for other in resumed:
+        got = other.sample(CPU)
+        torch.testing.assert_close(got.rewards, expected.rewards)
+        torch.testing.assert_close(got.obs, expected.obs)
+        assert got.dones.tolist() == expected.dones.tolist()
+        assert other.ptr.tolist() == mem.ptr.tolist()

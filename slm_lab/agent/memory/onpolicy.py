@@ -65,15 +65,20 @@ class OnPolicyBatchReplay(UnprioritizedMemory):
         return _batch(self.data, device)
 
     def state_dict(self) -> dict[str, Any]:
+        """The rows written since the last batch (none at the end of a run), as views of the
+        memory's arrays: save it before the next `add`. The rows after them are never read
+        before they are written again."""
         return {
             "ptr": self.ptr,
-            "data": {k: torch.from_numpy(v.copy()) for k, v in self.data.items()},
+            "data": {k: torch.from_numpy(v[: self.ptr]) for k, v in self.data.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The saved rows, into the first rows (a checkpoint written before only the written
+        rows were saved holds the whole batch)."""
         self.ptr = state["ptr"]
         for k, v in state["data"].items():
-            self.data[k][...] = v.numpy()
+            self.data[k][: len(v)] = v.numpy()
 
 
 class OnPolicyReplay(UnprioritizedMemory):
@@ -148,16 +153,22 @@ class OnPolicyReplay(UnprioritizedMemory):
         return _batch(batch, device)
 
     def state_dict(self) -> dict[str, Any]:
+        """Each env's steps up to the longest env's pointer (copies), not the whole capacity."""
+        width = int(self.ptr.max())
         return {
             "ptr": torch.from_numpy(self.ptr.copy()),
             "last_end": torch.from_numpy(self.last_end.copy()),
             "num_episodes": self.num_episodes,
             "capacity": self.capacity,
-            "data": {k: torch.from_numpy(v.copy()) for k, v in self.data.items()},
+            "data": {k: torch.from_numpy(v[:, :width].copy()) for k, v in self.data.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The saved steps, into arrays of the saved capacity (a checkpoint written before only
+        the written steps were saved holds all of it)."""
         self.capacity = state["capacity"]
-        self.data = {k: v.numpy().copy() for k, v in state["data"].items()}
+        self.data = _alloc((self.num_envs, self.capacity), self.layout)
+        for k, v in state["data"].items():
+            self.data[k][:, : v.shape[1]] = v.numpy()
         self.ptr, self.last_end = state["ptr"].numpy().copy(), state["last_end"].numpy().copy()
         self.num_episodes = state["num_episodes"]
