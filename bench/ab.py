@@ -19,6 +19,7 @@ usage: uv run python bench/ab.py train ppo_cartpole --a /tmp/old [--b .] [--pair
 """
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -124,7 +125,8 @@ def cli_run(checkout: Path, spec: Path, name: str, frames: int, sets: list[str])
         wall = time.perf_counter() - start
         [metrics] = Path(tmp).glob("*/info/*_trial_metrics.json")
         scalar = json.loads(metrics.read_text())
-    return {"wall_s": wall, "fps": frames / wall, "total_reward_ma": scalar["total_reward_ma"]}
+    ma = scalar["total_reward_ma"]  # null (NaN) when no episode finished
+    return {"wall_s": wall, "fps": frames / wall, "total_reward_ma": math.nan if ma is None else ma}
 
 
 @app.command()
