@@ -5,22 +5,30 @@ finished episodes as session 0 does) and the spec's memory. Shared by the rollou
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import NamedTuple
+
+import torch
+
+from slm_lab.agent.memory.base import Layout, Memory
+from slm_lab.agent.memory.registry import MEMORIES
+from slm_lab.env.backend import EnvBackend
+from slm_lab.env.clock import Clock
+from slm_lab.env.registry import backend_module
+from slm_lab.spec.schema import Spec
+
+
+class Rollout(NamedTuple):
+    step: Callable[[], None]  # one vector step of random actions, added to the memory
+    backend: EnvBackend  # close it when done
+    memory: Memory
 
 
 def slm_lab_rollout(
-    spec: Any, seed: int, max_frame: int, batch_steps: int, drain: bool
-) -> tuple[Callable[[], None], Any]:
-    """(one vector step, the env backend): the step adds its transition to the spec's memory,
-    sized for a batch of `batch_steps` vector steps; with `drain` a full batch is taken
-    (`sample`), as an on-policy training call empties it. The caller closes the backend."""
-    import torch
-
-    from slm_lab.agent.memory.base import Layout
-    from slm_lab.agent.memory.registry import MEMORIES
-    from slm_lab.env.clock import Clock
-    from slm_lab.env.registry import backend_module
-
+    spec: Spec, seed: int, max_frame: int, batch_steps: int, drain: bool
+) -> Rollout:
+    """The spec's env backend and memory (sized for a batch of `batch_steps` vector steps) and a
+    step that adds each vector step's transitions to the memory; with `drain` a full batch is
+    taken (`sample`), as an on-policy training call empties it."""
     clock = Clock(max_frame, spec.env.num_envs)
     env = backend_module(spec.env.name).make(spec.env, seed, clock, spec.agent.algorithm.gamma)
     env.record_episodes()  # as session 0 does
@@ -36,4 +44,4 @@ def slm_lab_rollout(
         if drain and ready():
             memory.sample(cpu)  # a training call empties the batch
 
-    return step, env
+    return Rollout(step, env, memory)

@@ -124,9 +124,14 @@ def cli_run(checkout: Path, spec: Path, name: str, frames: int, sets: list[str])
         run(cmd, cwd=checkout)
         wall = time.perf_counter() - start
         [metrics] = Path(tmp).glob("*/info/*_trial_metrics.json")
-        scalar = json.loads(metrics.read_text())
-    ma = scalar["total_reward_ma"]  # null (NaN) when no episode finished
-    return {"wall_s": wall, "fps": frames / wall, "total_reward_ma": math.nan if ma is None else ma}
+        ma = reward_ma(json.loads(metrics.read_text()))
+    return {"wall_s": wall, "fps": frames / wall, "total_reward_ma": ma}
+
+
+def reward_ma(trial_metrics: dict[str, Any]) -> float:
+    """A trial's total_reward_ma; NaN where it has none (JSON null: no episode finished)."""
+    ma = trial_metrics["total_reward_ma"]
+    return math.nan if ma is None else float(ma)
 
 
 @app.command()

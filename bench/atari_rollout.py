@@ -116,7 +116,7 @@ def ours_rollout(variant: str, num_threads: int) -> Rollout:
     algorithm = spec.agent.algorithm
     on_policy = variant == "ppo"
     batch_steps = algorithm.time_horizon * algorithm.num_unrolls if on_policy else 1
-    step, env = slm_lab_rollout(spec, SEED, MAX_FRAME, batch_steps, on_policy)
+    step, env, _ = slm_lab_rollout(spec, SEED, MAX_FRAME, batch_steps, drain=on_policy)
     return Rollout(step, env.close, env.vec.unwrapped)
 
 

@@ -64,7 +64,8 @@ def raw_rollout(spec: Any, mode: str) -> tuple[Callable[[], Any], Callable[[], N
 
 
 def ours_rollout(spec: Any) -> tuple[Callable[[], Any], Callable[[], None], str]:
-    step, env = slm_lab_rollout(spec, SEED, MAX_FRAME, spec.agent.algorithm.time_horizon, True)
+    horizon = spec.agent.algorithm.time_horizon
+    step, env, _ = slm_lab_rollout(spec, SEED, MAX_FRAME, horizon, drain=True)
     mode = "async" if type(env.vec.unwrapped).__name__ == "AsyncVectorEnv" else "sync"
     return step, env.close, mode
 

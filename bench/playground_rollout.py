@@ -71,18 +71,27 @@ def raw_rollout(env_name: str, num_envs: int) -> Callable[[], None]:
     return one
 
 
-def ours_rollout(spec: Any) -> Callable[[], None]:
-    return slm_lab_rollout(spec, SEED, MAX_FRAME, spec.agent.algorithm.time_horizon, True)[0]
+def ours_rollout(spec: Any) -> tuple[Callable[[], None], Callable[[], None]]:
+    horizon = spec.agent.algorithm.time_horizon
+    step, env, _ = slm_lab_rollout(spec, SEED, MAX_FRAME, horizon, drain=True)
+    return step, env.close
 
 
 def block(variant: str, env: str, num_envs: int, warmup: int, steps: int) -> float:
-    one = raw_rollout(env, num_envs) if variant == "raw" else ours_rollout(load_spec(env, num_envs))
-    for _ in range(warmup):
-        one()
-    start = time.perf_counter()
-    for _ in range(steps):
-        one()
-    return steps * num_envs / (time.perf_counter() - start)
+    if variant == "raw":
+        one, close = raw_rollout(env, num_envs), None
+    else:
+        one, close = ours_rollout(load_spec(env, num_envs))
+    try:
+        for _ in range(warmup):
+            one()
+        start = time.perf_counter()
+        for _ in range(steps):
+            one()
+        return steps * num_envs / (time.perf_counter() - start)
+    finally:
+        if close is not None:
+            close()
 
 
 def main(

@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import importlib
 import importlib.util
+import math
 import py_compile
 import subprocess
 import sys
@@ -117,23 +118,36 @@ def test_slm_lab_names_exist(path: Path) -> None:
 
 def test_shared_rollout_steps_the_backend_into_the_memory(bench_import: object) -> None:
     """The rollout benches' SLM Lab side: each step ticks the clock by the envs stepped and adds
-    to the spec's memory. An on-policy batch of `horizon` steps holds no more, so stepping past
-    two batches works only when a full one is drained; a replay is a ring and is not drained."""
+    to the spec's memory; a drained on-policy batch of `horizon` steps starts over when full, a
+    replay (not drained) keeps every step."""
     rollout = bench_import(BENCH / "_rollout.py")
     specs = BENCH.parent / "slm_lab" / "spec" / "benchmark"
-    for spec_file, name, drain in (
-        ("ppo/ppo_cartpole.json", "ppo_cartpole", True),
-        ("dqn/dqn_cartpole.json", "dqn_cartpole", False),
+    steps = 5
+    for spec_file, name, horizon, drain in (
+        ("ppo/ppo_cartpole.json", "ppo_cartpole", 2, True),
+        ("dqn/dqn_cartpole.json", "dqn_cartpole", 1, False),
     ):
         spec = spec_util.load_spec(str(specs / spec_file), name).spec
-        horizon = getattr(spec.agent.algorithm, "time_horizon", 1)
-        step, env = rollout.slm_lab_rollout(spec, 0, 10**9, horizon, drain)
+        step, env, memory = rollout.slm_lab_rollout(spec, 0, 10**9, horizon, drain)
         try:
-            for _ in range(2 * horizon + 1):
+            for _ in range(steps):
                 step()
-            assert env.clock.frame == (2 * horizon + 1) * spec.env.num_envs, name
+            assert env.clock.frame == steps * spec.env.num_envs, name
+            if drain:  # two full batches taken, the fifth step's row written
+                assert memory.ptr == steps % horizon == 1
+            else:
+                assert memory.size == steps * spec.env.num_envs
         finally:
             env.close()
+
+
+def test_ab_reads_a_trial_without_a_finished_episode_as_nan(bench_import: object) -> None:
+    """A short run with no finished episode writes total_reward_ma as null; `ab.py cli` prints
+    it as nan instead of failing on it."""
+    ab = bench_import(BENCH / "ab.py")
+    assert math.isnan(ab.reward_ma({"total_reward_ma": None}))
+    assert ab.reward_ma({"total_reward_ma": 12.5}) == 12.5
+    assert "nan" in f"{ab.reward_ma({'total_reward_ma': None}):.2f}"
 
 
 def test_comparison_specs_validate(bench_import: object) -> None:
