@@ -75,7 +75,9 @@ def test_batch_replay_state_round_trip() -> None:
     assert all(len(v) == 0 for v in mem.state_dict()["data"].values())
     mem.add(step_data(7, N, np.array([True, False]), no_ends))  # the rows after it are stale
     state = mem.state_dict()
-    assert state["ptr"] == 1 and all(len(v) == 1 for v in state["data"].values())
+    assert state["ptr"] == 1
+    for v in state["data"].values():  # one row, and torch.save writes a tensor's whole storage
+        assert len(v) == 1 and v.untyped_storage().nbytes() == v.numel() * v.element_size()
     whole = {"ptr": 1, "data": {k: torch.from_numpy(v.copy()) for k, v in mem.data.items()}}
     resumed = []
     for saved in (state, whole):
@@ -136,16 +138,19 @@ def test_episode_replay_state_holds_the_written_steps_and_resumes_the_same() -> 
     """A checkpoint holds each env's steps up to the longest pointer, not the whole capacity; a
     memory loaded from it (or from a whole-capacity one, as written before) samples the same."""
     N = 2
-    mem = episode_replay(2, N)
+    mem = episode_replay(1, N)
     no_ends = np.zeros(N, bool)
-    for t in range(3):
-        mem.add(step_data(t, N, np.array([t == 1, False]), no_ends))
+    mem.add(step_data(0, N, np.array([True, False]), no_ends))
+    mem.sample(CPU)  # env 0's episode leaves; env 1's first step moves to the front
+    for t in (1, 2):
+        mem.add(step_data(t, N, no_ends, no_ends))
+    assert mem.ptr.tolist() == [2, 3]
     state = mem.state_dict()
     assert all(v.shape[:2] == (N, 3) for v in state["data"].values())
     whole = dict(state, data={k: torch.from_numpy(v.copy()) for k, v in mem.data.items()})
     resumed = []
     for saved in (state, whole):
-        other = episode_replay(2, N)
+        other = episode_replay(1, N)
         other.load_state_dict(saved)
         assert other.data["rewards"].shape == (N, OnPolicyReplay.INITIAL_CAPACITY)
         resumed.append(other)
@@ -153,6 +158,7 @@ def test_episode_replay_state_holds_the_written_steps_and_resumes_the_same() -> 
         m.add(step_data(3, N, np.array([False, True]), no_ends))
         assert m.ready()
     expected = mem.sample(CPU)
+    assert expected.rewards[:, 0].tolist() == [1.0, 11.0, 21.0, 31.0]  # env 1's t=0..3
     for other in resumed:
         got = other.sample(CPU)
         torch.testing.assert_close(got.rewards, expected.rewards)

@@ -65,7 +65,7 @@ class OnPolicyBatchReplay(UnprioritizedMemory):
         return _batch(self.data, device)
 
     def state_dict(self) -> dict[str, Any]:
-        """The rows written since the last batch (none at the end of a run), as views of the
+        """The rows written since the last batch (none right after one), as views of the
         memory's arrays: save it before the next `add`. The rows after them are never read
         before they are written again."""
         return {
