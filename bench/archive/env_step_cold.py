@@ -21,20 +21,20 @@ from slm_lab.spec import spec_util
 
 WORK = "sac_pendulum"  # its spec's env: Pendulum-v1, one env
 HIDDEN = 256  # the gradient step between env steps: a [HIDDEN, HIDDEN] MLP on a batch of HIDDEN
-GAMMA = 0.99
 SEED = 0
+NEVER = 10**12  # the clock's run length: never reached here
 
 
-def gradient_step() -> Callable[[], None]:
+def gradient_step(obs_dim: int) -> Callable[[], None]:
     net = torch.nn.Sequential(
-        torch.nn.Linear(3, HIDDEN),
+        torch.nn.Linear(obs_dim, HIDDEN),
         torch.nn.ReLU(),
         torch.nn.Linear(HIDDEN, HIDDEN),
         torch.nn.ReLU(),
         torch.nn.Linear(HIDDEN, 1),
     )
     optim = torch.optim.Adam(net.parameters(), fused=True)
-    x = torch.randn(HIDDEN, 3)
+    x = torch.randn(HIDDEN, obs_dim)
 
     def step() -> None:
         loss = net(x).pow(2).mean()
@@ -68,7 +68,7 @@ def main(
     spec = COMPARISONS[WORK].slm_lab_spec(steps, SEED)
     config = spec_util.validate(spec, spec["name"])
     backend = backend_module(config.env.name).make(
-        config.env, SEED, Clock(10**12, config.env.num_envs), GAMMA
+        config.env, SEED, Clock(NEVER, config.env.num_envs), config.agent.algorithm.gamma
     )
     backend.record_episodes()
     backend.reset()
@@ -82,7 +82,9 @@ def main(
     rng = np.random.default_rng(SEED)
     agent_actions = rng.uniform(-1, 1, (steps, config.env.num_envs, 1)).astype(np.float32)
     env_actions = agent_actions * float(raw.single_action_space.high[0])  # the env's bounds
-    train = gradient_step()
+    train = gradient_step(int(np.prod(raw.single_observation_space.shape)))
+    backend.step(agent_actions[0])  # first calls off the clock
+    raw.step(env_actions[0])
     for label, between in (("warm", None), ("cold", train)):
         ours = us_per_step(backend.step, agent_actions, between)
         bare = us_per_step(raw.step, env_actions, between)

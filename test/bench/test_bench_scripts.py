@@ -147,7 +147,6 @@ def test_ab_reads_a_trial_without_a_finished_episode_as_nan(bench_import: object
     ab = bench_import(BENCH / "ab.py")
     assert math.isnan(ab.reward_ma({"total_reward_ma": None}))
     assert ab.reward_ma({"total_reward_ma": 12.5}) == 12.5
-    assert "nan" in f"{ab.reward_ma({'total_reward_ma': None}):.2f}"
 
 
 def test_comparison_specs_validate(bench_import: object) -> None:

@@ -410,11 +410,11 @@ def test_the_resume_note_says_what_a_user_loses_without_attribute_paths() -> Non
 
 
 @pytest.mark.box2d
-def test_a_native_env_says_it_once_a_run_and_not_where_no_resume_needs_it(in_tmp: Path) -> None:
+@pytest.mark.usefixtures("in_tmp")
+def test_a_native_env_says_it_once_a_run_and_not_where_no_resume_needs_it(tmp_path: Path) -> None:
     """Session 0 of a train run says it (once, over three checkpoints), session 1 does not; a
     search trial's sessions (rerun from the start, never resumed) and a replay do not (its
-    folder goes to `data/`, here under the test's own folder)."""
-    tmp_path = in_tmp
+    folder goes to `data/` of the working directory: the test's own folder)."""
     spec = load({**make_spec("ppo", "LunarLander-v3", max_frame=300), "name": "ppo_lunar"})
     note = env_state.resume_note("LunarLander-v3")
     records: list[tuple[str, str]] = []
@@ -438,3 +438,4 @@ def test_a_native_env_says_it_once_a_run_and_not_where_no_resume_needs_it(in_tmp
     finally:
         logger.remove(sink)
     assert said == {"train s0": [("INFO", note)], "train s1": [], "search trial": [], "enjoy": []}
+    assert len(list((tmp_path / "data").glob("train_enjoy_*"))) == 1
