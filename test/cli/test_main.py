@@ -189,7 +189,6 @@ def test_the_console_script_ends_with_its_code_after_the_exit_handlers(
         "def late():\n"
         "    time.sleep(1.5)\n"
         f"    open({str(thread_file)!r}, 'w').write('thread done')\n"
-
         "def handler():\n"
         "    print('handler ran')\n"
         f"    f = open({str(out_file)!r}, 'w', buffering=1 << 20)\n"
