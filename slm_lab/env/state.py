@@ -65,6 +65,16 @@ def _encode_array(v: np.ndarray, path: str) -> dict[str, Any]:
     return {"__np_bytes__": raw, "dtype": np.lib.format.dtype_to_descr(v.dtype), "shape": v.shape}
 
 
+def _one_numpy_scalar_type(items: deque) -> bool:
+    """Whether every item is a numpy number of one type, so one array holds them all."""
+    first = next(iter(items), None)
+    return (
+        isinstance(first, np.number | np.bool_)
+        and _torch_can_hold(first.dtype)
+        and all(type(x) is type(first) for x in items)
+    )
+
+
 def _encode(v: Any, path: str = "") -> Any:
     """`v` as tensors, Python values and tagged dicts; raises _Uncapturable where it cannot."""
     if v is None or type(v) in _PYTHON_PLAIN:
@@ -79,6 +89,8 @@ def _encode(v: Any, path: str = "") -> Any:
             "tuple": type(v) is tuple,
         }
     if type(v) is deque:
+        if _one_numpy_scalar_type(v):  # an episode statistics queue: one tensor, not one a number
+            return {"__deque_np__": _encode_array(np.array(v), path), "maxlen": v.maxlen}
         return {
             "__deque__": [_encode(x, f"{path}[{i}]") for i, x in enumerate(v)],
             "maxlen": v.maxlen,
@@ -103,6 +115,8 @@ def _decode(v: Any) -> Any:
     if "__seq__" in v:
         seq = [_decode(x) for x in v["__seq__"]]
         return tuple(seq) if v["tuple"] else seq
+    if "__deque_np__" in v:  # iterating an array gives numpy scalars of its dtype back
+        return deque(_decode(v["__deque_np__"]), maxlen=v["maxlen"])
     if "__deque__" in v:
         return deque((_decode(x) for x in v["__deque__"]), maxlen=v["maxlen"])
     if "__dict__" in v:

@@ -140,6 +140,12 @@ PLAIN_VALUES = {
     "list_of_arrays": [np.zeros(2, np.float32), np.ones((1, 2), np.uint8)],
     "deque": deque([np.zeros(2), np.ones(2)], maxlen=4),
     "deque_unbounded": deque([1.0, 2.0]),
+    "deque_np_float64": deque([np.float64(0.5), np.float64(np.nan)], maxlen=100),  # returns
+    "deque_np_int64": deque([np.int64(3), np.int64(-1)], maxlen=100),  # episode lengths
+    "deque_np_bool": deque([np.bool_(True), np.bool_(False)]),
+    "deque_np_mixed": deque([np.float32(1.5), np.float64(2.5)]),  # two types: item by item
+    "deque_np_longdouble": deque([np.longdouble(1.5)]),  # no tensor dtype: item by item
+    "deque_np_empty": deque(maxlen=3),
     "dict_in_list": [{"a": 1, 2: np.int64(3), (4, 5): [6.0], np.int64(7): "seven"}],
 }
 
@@ -300,6 +306,25 @@ def test_state_saved_before_tagged_scalars_and_dicts_restores() -> None:
     assert_same(holder.state, (0.1, 0.2))
     assert_same(holder.queue, deque([1.0], maxlen=3))
     assert holder.rms.count == 2.0
+
+
+def test_episode_statistics_queues_save_as_one_tensor_each() -> None:
+    """RecordEpisodeStatistics keeps its last 100 returns, lengths and times in three deques of
+    numpy numbers: each is saved as one tensor, not one tensor a number, and restores exactly."""
+    env = gym.wrappers.vector.RecordEpisodeStatistics(gym.make_vec("CartPole-v1", num_envs=2))
+    env.reset(seed=0)
+    while len(env.return_queue) < 5:
+        env.step(env.action_space.sample())
+    state, complete = env_state.capture(env)
+    assert complete
+    loaded = saved_and_loaded(state)
+    for name in ("return_queue", "length_queue", "time_queue"):
+        assert isinstance(loaded[name]["__deque_np__"]["__np__"], torch.Tensor), name
+    restored = gym.wrappers.vector.RecordEpisodeStatistics(gym.make_vec("CartPole-v1", num_envs=2))
+    restored.reset(seed=1)
+    env_state.restore(restored, loaded)
+    for name in ("return_queue", "length_queue", "time_queue"):
+        assert_same(getattr(restored, name), getattr(env, name))
 
 
 def random_actions(env: GymVecEnv, rng: np.random.Generator) -> np.ndarray:
