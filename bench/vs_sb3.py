@@ -10,6 +10,7 @@ spec cannot remove. `COMPARISONS` names them:
 - `sac_hopper`: SAC Hopper-v5 at RL Zoo's settings but learning_starts 1e3 (2e4 frames);
 - `crossq_hopper`: CrossQ Hopper-v5 at crossq_hopper's settings vs sb3-contrib (4000 frames);
 - `ppo_hopper`: PPO Hopper-v5 at the shipped ppo_mujoco settings (98304 frames: 3 rollouts);
+- `a2c_lunar`: A2C LunarLander-v3 at the shipped a2c_gae_lunar settings, RL Zoo's (3e5 frames);
 - `ppo_pong`: PPO ALE/Pong-v5 x16 at the shipped ppo_atari settings (4096 frames: 2 batches).
 
 Commands:
@@ -860,6 +861,56 @@ PPO_HOPPER_MISMATCHES = [
     "frames (the default frames are whole rollouts for both)",
 ]
 
+# -- A2C LunarLander-v3 (the shipped a2c_gae_lunar) -------------------------------------------
+# The shipped a2c_gae_lunar has RL Zoo's A2C settings for LunarLander (hyperparams/a2c.yml: 8
+# envs, n_steps 5, gamma 0.995, lr lin_0.00083, ent_coef 1e-5; n_timesteps 2e5 there, the cell's
+# 3e5 here); everything else SB3's A2C/MlpPolicy defaults: gae_lambda 1, vf_coef 0.5, global
+# grad-norm clip 0.5, RMSprop (alpha 0.99, eps 1e-5), separate [64, 64] tanh actor and critic,
+# orthogonal init, advantages not normalized, truncated episodes bootstrap. The question it
+# answers: does SB3's A2C at these settings score more than the cell's runs here (45.13)?
+A2C_LUNAR_FILE = SPEC_DIR / "a2c" / "a2c_gae_lunar.json"
+A2C_LUNAR = {
+    "n_envs": 8,
+    "n_steps": 5,
+    "gamma": 0.995,
+    "learning_rate": 8.3e-4,  # lin_0.00083: times progress remaining
+    "ent_coef": 1e-5,
+    # SB3 defaults
+    "gae_lambda": 1.0,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "optimizer": "RMSprop (alpha 0.99, eps 1e-5)",
+}
+
+
+def a2c_lunar_spec(frames: int, seed: int) -> dict[str, Any]:
+    spec = shipped_spec(A2C_LUNAR_FILE, "a2c_gae_lunar", "LunarLander-v3", frames, seed)
+    spec["agent"]["net"]["gpu"] = False
+    return spec
+
+
+def a2c_lunar_sb3(seed: int) -> tuple[Any, Any]:
+    from stable_baselines3 import A2C
+
+    z = A2C_LUNAR
+    env = make_env("LunarLander-v3", z["n_envs"], seed)
+    model = A2C(
+        "MlpPolicy",
+        env,
+        **pick(z, "n_steps", "gamma", "ent_coef", "gae_lambda", "vf_coef", "max_grad_norm"),
+        learning_rate=linear(z["learning_rate"]),
+        seed=seed,
+        device="cpu",
+    )
+    return model, env
+
+
+A2C_LUNAR_MISMATCHES = [
+    PPO_CARTPOLE_MISMATCHES[0],  # the body's init gain
+    "LR schedule timing: SLM Lab steps its LR scheduler after each training call, so a training "
+    "call at frame f uses lr(f - 40); SB3 uses lr(f)",
+]
+
 # -- PPO ALE/Pong-v5 (the shipped ppo_atari) --------------------------------------------------
 # The SLM Lab side is ppo_atari as shipped on ALE/Pong-v5, one session on the CPU: ale-py's native
 # vector env of 16 games (frameskip 4, 84x84 grey, 4 frames stacked), the Nature CNN with policy
@@ -1035,6 +1086,18 @@ COMPARISONS: dict[str, Comparison] = {
         mismatches=PPO_HOPPER_MISMATCHES,
         report_extra={"spec": f"{PPO_MUJOCO_FILE.relative_to(ROOT)}:ppo_mujoco"},
         settings="the shipped ppo_mujoco settings",
+    ),
+    "a2c_lunar": Comparison(
+        algo="A2C",
+        env_id="LunarLander-v3",
+        default_frames=300_000,
+        hyperparameters=A2C_LUNAR,
+        slm_lab_spec=a2c_lunar_spec,
+        sb3_model=a2c_lunar_sb3,
+        mismatches=A2C_LUNAR_MISMATCHES,
+        solved=200.0,
+        report_extra={"spec": f"{A2C_LUNAR_FILE.relative_to(ROOT)}:a2c_gae_lunar"},
+        settings="the shipped a2c_gae_lunar settings (RL Zoo's)",
     ),
     "ppo_pong": Comparison(
         algo="PPO",

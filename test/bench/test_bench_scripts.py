@@ -159,6 +159,7 @@ def test_comparison_specs_validate(bench_import: object) -> None:
         "sac_hopper",
         "crossq_hopper",
         "ppo_hopper",
+        "a2c_lunar",
         "ppo_pong",
     }
     for work, cmp in vs_sb3.COMPARISONS.items():
