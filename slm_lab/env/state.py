@@ -59,7 +59,10 @@ def _encode_array(v: np.ndarray, path: str) -> dict[str, Any]:
     if v.dtype.hasobject:
         raise _Uncapturable(path)
     if _torch_can_hold(v.dtype):
-        return {"__np__": torch.from_numpy(np.array(v, copy=True))}
+        try:
+            return {"__np__": torch.from_numpy(np.array(v, copy=True))}
+        except TypeError:  # a platform alias torch does not take (numpy's ulonglong): as bytes
+            pass
     # bytes, str, datetime, structured, foreign byte order: the raw buffer and its dtype
     raw = torch.from_numpy(np.frombuffer(v.tobytes(), dtype=np.uint8).copy())
     return {"__np_bytes__": raw, "dtype": np.lib.format.dtype_to_descr(v.dtype), "shape": v.shape}

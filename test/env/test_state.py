@@ -119,6 +119,7 @@ PLAIN_VALUES = {
     "array_str_0d": np.array("x"),
     "array_big_endian": np.arange(4, dtype=">f4"),
     "array_longdouble": np.array([1.0, 2.5], dtype=np.longdouble),
+    "array_ulonglong": np.array([1, 2**64 - 1], dtype=np.ulonglong),  # torch takes uint64 only
     "array_datetime": np.array(["2024-01-01", "2025-06-30"], dtype="datetime64[D]"),
     "array_structured": np.array([(1, 2.5), (3, 4.5)], dtype=[("a", "<i4"), ("b", "<f8")]),
     "np_float32": np.float32(1.5),
@@ -143,6 +144,8 @@ PLAIN_VALUES = {
     "deque_np_float64": deque([np.float64(0.5), np.float64(np.nan)], maxlen=100),  # returns
     "deque_np_int64": deque([np.int64(3), np.int64(-1)], maxlen=100),  # episode lengths
     "deque_np_bool": deque([np.bool_(True), np.bool_(False)]),
+    "deque_np_float16": deque([np.float16(0.5), np.float16(-2.0)], maxlen=2),
+    "deque_np_complex64": deque([np.complex64(1 + 2j)]),
     "deque_np_mixed": deque([np.float32(1.5), np.float64(2.5)]),  # two types: item by item
     "deque_np_longdouble": deque([np.longdouble(1.5)]),  # no tensor dtype: item by item
     "deque_np_empty": deque(maxlen=3),
