@@ -385,11 +385,12 @@ def ppo_cartpole_sb3(seed: int) -> tuple[Any, Any]:
     return model, env
 
 
-PPO_CARTPOLE_MISMATCHES = [
+TANH_INIT_GAIN_MISMATCH = (
     "hidden-layer init gain: SLM Lab uses torch's recommended gain for tanh (5/3), SB3 sqrt(2); "
-    "the spec has no key for the body's gain (heads match: 0.01 policy, 1.0 value)",
-    "gradient clipping: SLM Lab clips the actor's and the critic's gradient norms to 0.5 each; "
-    "SB3 clips the norm of all parameters together to 0.5",
+    "the spec has no key for the body's gain (heads match: 0.01 policy, 1.0 value)"
+)
+PPO_CARTPOLE_MISMATCHES = [
+    TANH_INIT_GAIN_MISMATCH,
     "LR schedule timing: SLM Lab steps its LR scheduler after each training call, so a training call "
     "at frame f uses lr(f - 256); SB3 uses lr(f). clip_eps follows frames within one vector step",
     "frame count: SB3 trains on whole rollouts until num_timesteps >= frames "
@@ -854,8 +855,6 @@ def ppo_hopper_sb3(seed: int) -> tuple[Any, Any]:
 PPO_HOPPER_MISMATCHES = [
     "optimizer: the spec's AdamW (weight decay 0.01) vs SB3's Adam (eps 1e-5)",
     "value targets: the spec normalizes them (normalize_v_targets), SB3 does not",
-    "gradient clipping: SLM Lab clips the actor's and the critic's gradient norms to 0.5 each; "
-    "SB3 clips the norm of all parameters together",
     "hidden-layer init gain: SLM Lab uses torch's recommended gain for tanh (5/3), SB3 sqrt(2)",
     "frame count: SB3 trains on whole rollouts until num_timesteps >= frames; SLM Lab stops at "
     "frames (the default frames are whole rollouts for both)",
@@ -879,7 +878,7 @@ A2C_LUNAR = {
     "gae_lambda": 1.0,
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
-    "optimizer": "RMSprop (alpha 0.99, eps 1e-5)",
+    "rms_prop_eps": 1e-5,  # torch's RMSprop, alpha 0.99
 }
 
 
@@ -897,7 +896,16 @@ def a2c_lunar_sb3(seed: int) -> tuple[Any, Any]:
     model = A2C(
         "MlpPolicy",
         env,
-        **pick(z, "n_steps", "gamma", "ent_coef", "gae_lambda", "vf_coef", "max_grad_norm"),
+        **pick(
+            z,
+            "n_steps",
+            "gamma",
+            "ent_coef",
+            "gae_lambda",
+            "vf_coef",
+            "max_grad_norm",
+            "rms_prop_eps",
+        ),
         learning_rate=linear(z["learning_rate"]),
         seed=seed,
         device="cpu",
@@ -906,9 +914,11 @@ def a2c_lunar_sb3(seed: int) -> tuple[Any, Any]:
 
 
 A2C_LUNAR_MISMATCHES = [
-    PPO_CARTPOLE_MISMATCHES[0],  # the body's init gain
+    TANH_INIT_GAIN_MISMATCH,
     "LR schedule timing: SLM Lab steps its LR scheduler after each training call, so a training "
     "call at frame f uses lr(f - 40); SB3 uses lr(f)",
+    "frame count: SB3 trains on whole rollouts of 40 frames until num_timesteps >= frames; SLM "
+    "Lab stops at frames (the default frames are whole rollouts for both)",
 ]
 
 # -- PPO ALE/Pong-v5 (the shipped ppo_atari) --------------------------------------------------
